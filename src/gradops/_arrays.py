@@ -1,0 +1,124 @@
+"""Argument checks shared by the NumPy-level operator functions.
+
+Each check raises a :class:`~gradops.errors.GradopsError` naming the argument, before any
+output is written.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import AliasingError, DataTypeError, ShapeError
+
+
+def dtype_names(dtypes: Iterable[np.dtype]) -> str:
+    names = [np.dtype(d).name for d in dtypes]
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+
+
+def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Sequence[int]) -> np.ndarray:
+    """An input array of a supported dtype and rank. Lists are refused: they carry no dtype,
+    and gradops never converts dtypes behind the caller's back."""
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (list, tuple)) or np.isscalar(value):
+            raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(dtypes)}", value)
+        try:
+            value = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - any failure to convert is the user's argument
+            raise DataTypeError.expected(name, "a NumPy array", value) from exc
+    if value.dtype not in [np.dtype(d) for d in dtypes]:
+        raise DataTypeError.expected(f"{name}.dtype", dtype_names(dtypes), str(value.dtype))
+    if value.ndim not in ranks:
+        lo, hi = min(ranks), max(ranks)
+        raise ShapeError.expected(f"{name}.ndim", f"a rank in {lo}..{hi}" if lo != hi else f"rank {lo}",
+                                  value.ndim)
+    for d, n in enumerate(value.shape):
+        if n < 1:
+            raise ShapeError.expected(f"{name}.shape[{d}]", "a size >= 1 (DirectML sizes are never 0)",
+                                      value.shape)
+    return value
+
+
+def check_same(name: str, value: np.ndarray, ref_name: str, ref: np.ndarray) -> None:
+    """``value`` has the dtype and shape of ``ref``."""
+    if value.dtype != ref.dtype:
+        raise DataTypeError.expected(f"{name}.dtype", f"{ref.dtype} (the dtype of {ref_name})", str(value.dtype))
+    if value.shape != ref.shape:
+        raise ShapeError.expected(f"{name}.shape", f"{ref.shape} (the shape of {ref_name})", value.shape)
+
+
+def layout_overlap(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str:
+    """Why two distinct indices of a strided layout address overlapping bytes, or "" if none do.
+
+    ``strides`` and ``itemsize`` share one unit (bytes, or elements with itemsize 1). Sorting
+    the axes by stride, each stride must reach past the span of all smaller ones; when that
+    quick test fails (interleaved layouts) the offsets are enumerated exactly.
+    """
+    axes = [(abs(st), n) for n, st in zip(shape, strides) if n > 1]
+    if any(st == 0 for st, _ in axes):
+        return "a stride of 0 on an axis of size > 1 broadcasts"
+    span = itemsize
+    for st, n in sorted(axes):
+        if st < span:
+            break
+        span += st * (n - 1)
+    else:
+        return ""
+    count = math.prod(n for _, n in axes)
+    if count > 1 << 26:
+        return "interleaved strides too large to prove free of overlap"
+    offsets = np.zeros(1, dtype=np.int64)
+    for st, n in axes:
+        offsets = (offsets[:, None] + st * np.arange(n, dtype=np.int64)).ravel()
+    offsets.sort()
+    return "two indices address the same element" if np.any(np.diff(offsets) < itemsize) else ""
+
+
+def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10**6))
+    except np.exceptions.TooHardError:
+        return True  # undecidable within the budget: refuse rather than risk a wrong answer
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Mapping[str, np.ndarray],
+                may_alias: Sequence[str] = (), name: str = "out") -> np.ndarray:
+    """Validate a user's ``out=`` array, or allocate a fresh one.
+
+    ``out`` must be a writeable ndarray of exactly ``shape`` and ``dtype`` whose elements do
+    not overlap each other. It may share memory with an input only if that input's name is in
+    ``may_alias`` and the two are the very same view (element-wise operators run in place).
+    """
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if not isinstance(out, np.ndarray):
+        raise AliasingError.expected(name, "a NumPy array or None", out)
+    if out.dtype != dtype:
+        raise DataTypeError.expected(f"{name}.dtype", str(np.dtype(dtype)), str(out.dtype))
+    if out.shape != tuple(shape):
+        raise ShapeError.expected(f"{name}.shape", tuple(shape), out.shape)
+    if not out.flags.writeable:
+        raise AliasingError.expected(name, "a writeable array", "a read-only array")
+    overlap = layout_overlap(out.shape, out.strides, out.itemsize)
+    if overlap:
+        raise AliasingError(name, f"expected an array whose elements do not overlap, got strides "
+                            f"{out.strides} for shape {out.shape} ({overlap})")
+    for input_name, array in inputs.items():
+        if not _shares_memory(out, array):
+            continue
+        if input_name in may_alias and _same_view(out, array):
+            continue
+        allowed = f" (only exactly `{input_name}` itself)" if input_name in may_alias else ""
+        raise AliasingError(name, f"expected memory disjoint from `{input_name}`{allowed}, "
+                            "got an array that overlaps it")
+    return out

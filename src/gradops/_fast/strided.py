@@ -1,0 +1,55 @@
+"""Describing any NumPy view to a kernel as (flat buffer, element offset, element strides).
+
+Kernels index ``buf[offset + sum(i[d] * strides[d])]``, which covers every layout a view can
+have (negative, zero and padded strides) without copying.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def element_aligned(array: np.ndarray) -> bool:
+    """Whether every byte stride is a multiple of the item size (false only for hand-made views,
+    e.g. one field of a packed structured array). Kernels need aligned views: inputs that are
+    not get copied, outputs get computed into a temporary and copied back."""
+    return all(s % array.itemsize == 0 for s in array.strides)
+
+
+def aligned_input(array: np.ndarray) -> np.ndarray:
+    return array if element_aligned(array) else np.ascontiguousarray(array)
+
+
+def flat_view(array: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """A 1-D view spanning ``array``'s memory from its lowest address, the element offset of
+    index (0, ..., 0) in it, and the element strides. ``array`` must be element-aligned."""
+    itemsize = array.itemsize
+    strides = np.array([s // itemsize for s in array.strides], dtype=np.int64)
+    shape = np.array(array.shape, dtype=np.int64)
+    offset = int(-np.sum(np.minimum(strides, 0) * (shape - 1)))
+    span = int(np.sum(np.abs(strides) * (shape - 1))) + 1
+    start = array[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in strides)]
+    buf = np.lib.stride_tricks.as_strided(start, shape=(span,), strides=(itemsize,),
+                                          writeable=array.flags.writeable)
+    return buf, offset, strides
+
+
+def coalesce(shape: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Merge axes that are contiguous in every stride list and drop size-1 axes, ordering axes by
+    the first stride list (outermost first). Returns the reduced shape and stride lists."""
+    axes = [d for d in range(len(shape)) if shape[d] > 1]
+    axes.sort(key=lambda d: -abs(strides[0][d]))
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for d in axes:
+        if out_shape and all(st[-1] == s[d] * shape[d] for st, s in zip(out_strides, strides)):
+            out_shape[-1] *= shape[d]
+            for st, s in zip(out_strides, strides):
+                st[-1] = s[d]
+            continue
+        out_shape.append(shape[d])
+        for st, s in zip(out_strides, strides):
+            st.append(s[d])
+    if not out_shape:
+        return (1,), [(1,) for _ in strides]
+    return tuple(out_shape), [tuple(st) for st in out_strides]

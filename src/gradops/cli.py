@@ -1,0 +1,135 @@
+"""The ``gradops`` command line: ``examples``, ``run FILE.json``, ``ops`` and the commands of
+:data:`COMMANDS` (each a module with ``add_arguments(parser)`` and ``main(args) -> int``).
+
+Every user error (bad JSON, a bad descriptor, a missing file) prints one line starting with
+``gradops: error:`` and exits with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import GradopsError
+
+# Subcommands that live in their own modules (imported only when used).
+COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _console():
+    from rich.console import Console
+
+    # Piped output (CI logs, files) gets a wide fixed width so tables do not wrap.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _plain(text: object) -> str:
+    """Data printed through rich: brackets are data, not markup."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def _fmt(array: np.ndarray) -> str:
+    return np.array2string(np.asarray(array), precision=8, separator=", ", max_line_width=100,
+                           threshold=64, floatmode="maxprec")
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from .examples import all_examples
+
+    console = _console()
+    failures = total = 0
+    for example in all_examples():
+        if args.only and example.id not in args.only:
+            continue
+        console.print(f"\n[bold]{example.id}[/bold]  {example.title}")
+        for name, value in example.inputs.items():
+            console.print(f"  {name} = {_plain(value)}")
+        for check in example.run(args.backend):
+            total += 1
+            failures += not check.passed
+            mark = "[green]match[/green]" if check.passed else "[red bold]MISMATCH[/red bold]"
+            rule = "exact" if check.rtol == 0 else f"rtol {check.rtol:g}"
+            console.print(f"  {check.label}: {mark} ({rule})")
+            console.print(f"    result   {_plain(_fmt(check.result))}")
+            if not check.passed:
+                console.print(f"    expected {_plain(_fmt(check.expected))}")
+    console.print(f"\n{total - failures} of {total} checks match the SPEC section 7 numbers.")
+    return 1 if failures else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .registry import find_op, read_json
+
+    path = Path(args.file)
+    spec = read_json(path)
+    if not isinstance(spec, dict):
+        raise GradopsError(str(path), f"expected a JSON object, got {type(spec).__name__}")
+    op = find_op(spec.get("operator"))
+    outputs = op.run_json(spec, path.parent)
+    out_path = Path(args.output) if args.output else path.with_suffix(".out.npz")
+    np.savez(out_path, **outputs)
+    console = _console()
+    console.print(f"{op.name}: ran gradops.{op.function}")
+    for name, array in outputs.items():
+        console.print(f"  {name}: shape {list(array.shape)} {array.dtype}")
+        console.print(f"    {_plain(_fmt(array))}")
+    console.print(f"wrote {out_path}")
+    return 0
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from .registry import all_ops
+
+    table = Table(title="gradops operators")
+    for column in ("operator", "API", "gradops function", "ranks", "data types", "feature level"):
+        table.add_column(column, no_wrap=column != "data types")
+    for op in all_ops():
+        table.add_row(op.name, op.api, f"gradops.{op.function}", op.ranks, ", ".join(op.dtypes),
+                      op.feature_level or "-")
+    _console().print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gradops", description="Exact, fast backward-pass operators "
+                                     "of DirectML and TensorFlow, in NumPy.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("examples", help="run the SPEC section 7 worked examples and compare")
+    p.add_argument("--only", nargs="*", metavar="EID", help="only these examples (e.g. E11 E17)")
+    p.add_argument("--backend", choices=("auto", "fast", "reference"), default=None)
+    p.set_defaults(func=cmd_examples)
+    p = sub.add_parser("run", help="run one operator described in a JSON file")
+    p.add_argument("file", help="JSON file (see gradops.registry for the format)")
+    p.add_argument("-o", "--output", help="where to write the outputs (.npz); default FILE.out.npz")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("ops", help="list the operators, ranks, data types and feature levels")
+    p.set_defaults(func=cmd_ops)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if hasattr(args, "func"):
+            return args.func(args)
+        return importlib.import_module(args.module).main(args)
+    except GradopsError as exc:
+        print(f"gradops: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
