@@ -35,7 +35,7 @@ def _select_strided(shape, x, x_off, x_st, v, v_off, v_st, out, o_off, o_st, lim
     for d in range(ndim - 1):
         rows *= shape[d]
     for r in prange(rows):
-        xi, vi, oi, rem = x_off, v_off, o_off, r
+        xi, vi, oi, rem = x_off, v_off, o_off, np.int64(r)
         for d in range(ndim - 2, -1, -1):
             i = rem % shape[d]
             rem //= shape[d]

@@ -1,0 +1,289 @@
+"""ReLU family (SPEC section 4): semantics bit for bit, validation, out=, descriptors, both backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import gradops
+from gradops import (ActivationReluDesc, ActivationReluGradDesc, AliasingError, DataTypeError,
+                     FeatureLevelError, ShapeError, TensorDesc, relu, relu_grad)
+
+BACKENDS = ["reference", "fast"]
+FLOATS = [np.float32, np.float16]
+INTS = [np.int32, np.int16, np.int8]
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(_UINT[a.itemsize])
+
+
+def expected_select(x: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """SPEC 4.2 written independently of gradops: X counts as positive when it is not NaN,
+    not a zero and has no sign bit; everything else gives +0."""
+    if x.dtype.kind == "f":
+        positive = ~np.isnan(x) & (x != 0) & ~np.signbit(x)
+    else:
+        positive = x.astype(np.int64) >= 1
+    result = np.zeros(x.shape, dtype=value.dtype)
+    result[positive] = value[positive]
+    return result
+
+
+# --- SPEC tables, exactly ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_e11_every_row(backend, dtype):
+    # SPEC 4.2 table / E11: X, dY -> dX (DML column).
+    rows = [(1, np.inf, np.inf), (2, np.nan, np.nan), (-1, np.inf, 0.0), (0, np.nan, 0.0), (-0.0, -5, 0.0),
+            (np.nan, 7, 0.0), (3, -0.0, -0.0), (-2, -3, 0.0), (np.inf, 2, 2), (-np.inf, 2, 0.0)]
+    x, dy, dx = (np.array(col, dtype=dtype) for col in zip(*rows))
+    result = relu_grad(x, dy, backend=backend)
+    assert result.dtype == dtype
+    np.testing.assert_array_equal(bits(result), bits(dx))  # bitwise: sign of zero and NaN included
+    assert np.signbit(result).tolist() == [False] * 6 + [True] + [False] * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_subnormal_x_counts_as_positive(backend):
+    # SPEC 4.2 [DECISION]: exact IEEE comparison, no flush-to-zero.
+    x = np.array([1e-45, -1e-45, 6e-8], np.float32)
+    np.testing.assert_array_equal(relu_grad(x, np.full(3, 4, np.float32), backend=backend), [4, 0, 4])
+    x16 = np.array([6e-8, -6e-8], np.float16)  # the smallest float16 subnormal
+    np.testing.assert_array_equal(relu_grad(x16, np.full(2, 4, np.float16), backend=backend), [4, 0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_e17_relu_forward(backend, dtype):
+    x = np.array([-2, -0.0, 0, 3, np.nan, np.inf, -np.inf], dtype)
+    y = relu(x, backend=backend)
+    np.testing.assert_array_equal(bits(y), bits(np.array([0, 0, 0, 3, 0, np.inf, 0], dtype)))
+    assert not np.signbit(y).any()  # -0 and NaN give +0 (SPEC 4.3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_types(backend, dtype):
+    # SPEC 4.2: integers follow the same select (TF's int ReluGrad agrees).
+    info = np.iinfo(dtype)
+    x = np.array([1, 0, -1, info.max, info.min], dtype)
+    dy = np.array([5, -5, 7, info.min, info.max], dtype)
+    np.testing.assert_array_equal(relu_grad(x, dy, backend=backend), [5, 0, 0, info.min, 0])
+    np.testing.assert_array_equal(relu(x, backend=backend), [1, 0, 0, info.max, 0])
+
+
+# --- properties over shapes, strides and special values ---------------------------------------
+
+SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1.0, -1.0, 65504.0, -2.5]
+
+
+@st.composite
+def strided_pair(draw):
+    """Two arrays of one shape and dtype, each a possibly strided / reversed / broadcast view."""
+    dtype = draw(st.sampled_from(FLOATS + INTS))
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=8, min_side=1, max_side=4))
+    if np.dtype(dtype).kind == "f":
+        elements = st.one_of(st.sampled_from(SPECIAL), st.floats(-1e4, 1e4, width=32)).map(
+            lambda v: np.array(v).astype(dtype))
+    else:
+        info = np.iinfo(dtype)
+        elements = st.integers(int(info.min), int(info.max))
+
+    def view(shape):
+        kind = draw(st.sampled_from(["contiguous", "strided", "reversed", "broadcast", "fortran"]))
+        if kind == "strided":
+            base = draw(hnp.arrays(dtype, tuple(2 * n for n in shape), elements=elements))
+            return base[tuple(slice(None, None, 2) for _ in shape)]
+        if kind == "broadcast":
+            axis = draw(st.integers(0, len(shape) - 1))
+            small = list(shape)
+            small[axis] = 1
+            return np.broadcast_to(draw(hnp.arrays(dtype, tuple(small), elements=elements)), shape)
+        arr = draw(hnp.arrays(dtype, shape, elements=elements))
+        if kind == "reversed":
+            return arr[tuple(slice(None, None, -1) for _ in shape)]
+        return np.asfortranarray(arr) if kind == "fortran" else arr
+
+    return view(shape), view(shape)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=150, deadline=None)
+@given(pair=strided_pair())
+def test_relu_grad_matches_select_bitwise(backend, pair):
+    x, dy = pair
+    np.testing.assert_array_equal(bits(relu_grad(x, dy, backend=backend)), bits(expected_select(x, dy)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=100, deadline=None)
+@given(pair=strided_pair())
+def test_relu_matches_select_bitwise(backend, pair):
+    x, _ = pair
+    np.testing.assert_array_equal(bits(relu(x, backend=backend)), bits(expected_select(x, x)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_with_arbitrary_strides(backend):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    dy = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    base = np.full((6, 4, 10), 9.0, np.float32)
+    out = base[::2, ::-1, 1::2]  # every other row and column, one axis reversed
+    assert out.shape == x.shape
+    result = relu_grad(x, dy, out=out, backend=backend)
+    assert result is out
+    np.testing.assert_array_equal(out, expected_select(x, dy))
+    assert np.count_nonzero(base == 9.0) == base.size - x.size  # nothing outside the view written
+
+
+# --- argument validation ------------------------------------------------------------------------
+
+def test_rejects_unsupported_dtype_and_lists():
+    with pytest.raises(DataTypeError, match=r"^x\.dtype: expected float32, float16, int32, int16 or int8, "
+                                            r"got 'float64'"):
+        relu(np.zeros(3))
+    with pytest.raises(DataTypeError, match="^x: expected a NumPy array"):
+        relu([1.0, -1.0])
+
+
+@pytest.mark.parametrize("shape, field", [((), "x.ndim"), ((1,) * 9, "x.ndim"), ((2, 0), r"x.shape\[1\]")])
+def test_rejects_bad_rank_and_size(shape, field):
+    with pytest.raises(ShapeError, match=f"^{field}:"):
+        relu_grad(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
+
+
+def test_rejects_mismatched_dy():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(ShapeError, match=r"^dy\.shape: expected \(2, 3\)"):
+        relu_grad(x, np.zeros((3, 2), np.float32))
+    with pytest.raises(DataTypeError, match=r"^dy\.dtype: expected float32"):
+        relu_grad(x, np.zeros((2, 3), np.float16))
+
+
+def test_out_validation_and_untouched_on_error():
+    x = np.array([1, -1, 2], np.float32)
+    dy = np.array([3, 4, 5], np.float32)
+    bad = [
+        (np.zeros(4, np.float32), ShapeError, r"^out\.shape"),
+        (np.zeros(3, np.float16), DataTypeError, r"^out\.dtype"),
+        (np.broadcast_to(np.zeros(1, np.float32), (3,)), AliasingError, "^out: expected a writeable"),
+        (np.lib.stride_tricks.as_strided(np.zeros(2, np.float32), (3,), (0,)), AliasingError,
+         "^out: expected an array whose elements do not overlap"),
+        ([0, 0, 0], AliasingError, "^out: expected a NumPy array"),
+    ]
+    for out, error, pattern in bad:
+        with pytest.raises(error, match=pattern):
+            relu_grad(x, dy, out=out)
+    sentinel = np.full(3, 7, np.float32)
+    with pytest.raises(ShapeError):
+        relu_grad(x, np.zeros(2, np.float32), out=sentinel)
+    np.testing.assert_array_equal(sentinel, 7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_and_partial_overlap(backend):
+    x = np.array([1, -1, 2, -2], np.float32)
+    dy = np.array([3, 4, 5, 6], np.float32)
+    assert relu_grad(x, dy, out=dy, backend=backend) is dy
+    np.testing.assert_array_equal(dy, [3, 0, 5, 0])
+    relu_grad(x, x.copy(), out=x, backend=backend)
+    np.testing.assert_array_equal(x, [1, 0, 2, 0])
+    y = np.array([-1, 5, -2], np.float32)
+    relu(y, out=y, backend=backend)
+    np.testing.assert_array_equal(y, [0, 5, 0])
+    buf = np.arange(6, dtype=np.float32)
+    with pytest.raises(AliasingError, match="^out: expected memory disjoint from `dy` "
+                                            r"\(only exactly `dy` itself\)"):
+        relu_grad(x, buf[:4], out=buf[2:])
+    with pytest.raises(AliasingError):
+        relu(buf[1:], out=buf[:-1])
+
+
+def test_backend_selection(monkeypatch):
+    x = np.array([1, -1], np.float32)
+    monkeypatch.setenv("GRADOPS_BACKEND", "reference")
+    np.testing.assert_array_equal(relu(x), [1, 0])
+    monkeypatch.setenv("GRADOPS_BACKEND", "gpu")
+    with pytest.raises(gradops.DescriptorError, match="^GRADOPS_BACKEND: expected 'auto', 'fast' or 'reference'"):
+        relu(x)
+    with pytest.raises(gradops.DescriptorError, match="^backend:"):
+        relu(x, backend="cuda")
+
+
+def test_fast_backend_is_deterministic_across_thread_counts():
+    numba = pytest.importorskip("numba")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 1000)).astype(np.float32)
+    dy = rng.standard_normal((64, 1000)).astype(np.float32)
+    results = []
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        numba.set_num_threads(threads)
+        results.append(relu_grad(x, dy, backend="fast"))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    np.testing.assert_array_equal(bits(results[0]), bits(results[1]))
+
+
+# --- descriptors (SPEC 4.1) ---------------------------------------------------------------------
+
+def _desc(sizes=(2, 3), dtype="FLOAT32", **overrides):
+    tensors = {"input_tensor": TensorDesc(dtype, sizes), "input_gradient_tensor": TensorDesc(dtype, sizes),
+               "output_gradient_tensor": TensorDesc(dtype, sizes)}
+    tensors.update(overrides)
+    return ActivationReluGradDesc(**tensors)
+
+
+@pytest.mark.parametrize("desc, level, error, field", [
+    (_desc(input_gradient_tensor=TensorDesc("FLOAT16", (2, 3))), None, DataTypeError,
+     "InputGradientTensor.DataType"),
+    (_desc(output_gradient_tensor=TensorDesc("FLOAT32", (3, 2))), None, ShapeError, "OutputGradientTensor.Sizes"),
+    (_desc(input_tensor=TensorDesc("FLOAT32", (2, 3, 1))), None, ShapeError, "InputGradientTensor.DimensionCount"),
+    (_desc(sizes=(1,) * 9), None, ShapeError, "InputTensor.DimensionCount"),
+    (_desc(dtype="UINT8"), None, DataTypeError, "InputTensor.DataType"),
+    (_desc(dtype="FLOAT64"), None, DataTypeError, "InputTensor.DataType"),
+    (_desc(output_gradient_tensor=TensorDesc("FLOAT32", (2, 3), (0, 1))), None, gradops.DescriptorError,
+     "OutputGradientTensor.Strides"),
+    (_desc(), "2.1", FeatureLevelError, "feature_level"),  # RELU_GRAD arrived in 3.0
+    (_desc(sizes=(1, 1, 1, 1, 2)), "3.0", FeatureLevelError, "feature_level"),  # rank > 4 needs 3.1
+    (_desc(dtype="INT8"), "5.0", FeatureLevelError, "feature_level"),  # integers need 5.1
+])
+def test_relu_grad_desc_rules(desc, level, error, field):
+    with pytest.raises(error) as info:
+        desc.validate(level)
+    assert str(info.value).startswith(field + ":")
+
+
+def test_relu_grad_desc_accepts():
+    _desc().validate("3.0")
+    _desc(sizes=(1,) * 8).validate("3.1")
+    _desc(dtype="INT16").validate("5.1")
+    _desc(dtype="FLOAT16", input_tensor=TensorDesc("FLOAT16", (2, 3), (0, 1))).validate()  # broadcast input
+
+
+@pytest.mark.parametrize("sizes, level, ok", [((2, 3), "2.0", False), ((1, 1, 2, 3), "1.0", True),
+                                              ((1, 1, 1, 2, 3), "1.0", False), ((1, 1, 1, 2, 3), "2.0", True),
+                                              ((2, 3), "3.0", True)])
+def test_relu_desc_rank_by_feature_level(sizes, level, ok):
+    # SPEC 4.1: RELU 4-D at 1.0, 4..5-D at 2.0, 1..8-D from 3.0.
+    desc = ActivationReluDesc(TensorDesc("FLOAT32", sizes), TensorDesc("FLOAT32", sizes))
+    if ok:
+        desc.validate(level)
+    else:
+        with pytest.raises(FeatureLevelError, match="^feature_level: DimensionCount"):
+            desc.validate(level)
+
+
+def test_descriptor_is_frozen_and_mirrors_the_struct():
+    desc = _desc()
+    assert [f for f in desc.__dataclass_fields__] == ["input_tensor", "input_gradient_tensor",
+                                                       "output_gradient_tensor"]
+    assert (desc.OPERATOR_TYPE, desc.OPERATOR_VALUE) == ("DML_OPERATOR_ACTIVATION_RELU_GRAD", 129)
+    assert (ActivationReluDesc.OPERATOR_TYPE, ActivationReluDesc.OPERATOR_VALUE) == ("DML_OPERATOR_ACTIVATION_RELU", 44)
+    with pytest.raises(AttributeError):
+        desc.input_tensor = None  # type: ignore[misc]
