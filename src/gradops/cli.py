@@ -18,7 +18,11 @@ import numpy as np
 from .errors import GradopsError
 
 # Subcommands that live in their own modules (imported only when used).
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("gradops.bench.cli", "benchmark suite S1 against PyTorch, TensorFlow and JAX"),
+    "vectors": ("gradops.conformance.cli_vectors", "export or replay the conformance test-vector corpus"),
+    "check": ("gradops.conformance.cli_check", "compare gradops live with TensorFlow, PyTorch and JAX"),
+}
 
 
 def _console():
@@ -74,11 +78,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     op = find_op(spec.get("operator"))
     outputs = op.run_json(spec, path.parent)
     out_path = Path(args.output) if args.output else path.with_suffix(".out.npz")
-    np.savez(out_path, **outputs)
+    # .npy has no bfloat16 (ml_dtypes) type: such outputs are stored widened to float32, exactly.
+    stored = {name: array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+              for name, array in outputs.items()}
+    np.savez(out_path, **stored)
     console = _console()
     console.print(f"{op.name}: ran gradops.{op.function}")
     for name, array in outputs.items():
-        console.print(f"  {name}: shape {list(array.shape)} {array.dtype}")
+        widened = " (stored as float32, exact)" if stored[name].dtype != array.dtype else ""
+        console.print(f"  {name}: shape {list(array.shape)} {array.dtype}{widened}")
         console.print(f"    {_plain(_fmt(array))}")
     console.print(f"wrote {out_path}")
     return 0

@@ -32,7 +32,7 @@ import numpy as np
 from .dml import DataType, OperatorDesc, TensorDesc, dml_name
 from .errors import DescriptorError
 
-FAMILY_MODULES = ("gradops.relu",)
+FAMILY_MODULES = ("gradops.relu", "gradops.resample", "gradops.depthwise")
 
 
 @dataclass(frozen=True)

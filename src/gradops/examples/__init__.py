@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-EXAMPLE_MODULES = ("gradops.examples.relu",)
+EXAMPLE_MODULES = ("gradops.examples.relu", "gradops.examples.resample",
+                   "gradops.examples.depthwise")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,879 @@
+"""Fast depthwise convolution family (SPEC 5.2-5.4, 5.6): forward, backprop input, backprop filter.
+
+Arrays arrive as NHWC-indexed views of any strides (NCHW data as a transposed view): x / dx
+``[N, H, W, C]``, y / dy ``[N, OH, OW, C*M]``, filter / dfilter ``[fh, fw, C, M]``. Channel
+``k = c*M + m`` (SPEC 5.2). Every kernel is a gather: each output element is computed by one
+thread, in an order fixed by the problem alone, so results are bit-identical whatever the thread
+count or schedule, and NCHW gives the same bits as NHWC.
+
+How the work is laid out:
+
+* Rows. Forward and backprop input run one job per (image, block of output rows); the source
+  rows a job needs are converted once into a small ring of float rows (``_stage_*``), or read in
+  place when they are already float rows of the canonical layout ("direct").
+* Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
+  contiguous run of (position, k) and the inner loop vectorises over it with a weight row tiled to
+  period C*M. ``planar`` rows (chosen when W is the unit-stride axis, e.g. NCHW) are
+  ``[k][position]`` with one scalar weight per (k, tap).
+* Strides. A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so
+  x-space rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...);
+  within a plane every tap's columns are contiguous again. No modulo runs in an inner loop.
+* Tap order (the summation order of one output element). Forward: taps (ky, kx) ascending.
+  Backprop input: for each m, taps (ky, kx) ascending from 0, then the M partial sums added in m
+  order. Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its rows in
+  order; lanes added in order; then a fixed number of row chunks (``_CHUNKS``, independent of the
+  thread count) added in order.
+* Precision. float16 / bfloat16 load as float32 (bit-exact decoding), accumulate in float32 and
+  round once, to nearest even; float32 accumulates in float32, float64 in float64. Numba has no
+  half arithmetic, so half arrays are viewed as uint16 and converted here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .strided import aligned_input, element_aligned, flat_view
+
+_FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
+_HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
+_LANES = 16  # backprop filter: independent partial sums per filter element (ox % 16)
+_CHUNKS = 64  # backprop filter: row chunks reduced separately, then combined in order
+_TARGET_JOBS = 64  # forward / backprop input: jobs to hand out dynamically (load balance)
+_TILE = 512  # minimum length of a tiled weight row (channels-last inner loops)
+
+
+# --- float16 / bfloat16 <-> float32 on bits --------------------------------------------------
+
+@intrinsic
+def _f32_from_bits(typingctx, bits):
+    if bits != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
+
+
+@intrinsic
+def _bits_from_f32(typingctx, value):
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+# The conversions work on uint32 and truncate after every operation (numba widens integer
+# arithmetic to 64 bits otherwise), with selects instead of branches: loops over them vectorise.
+_U32 = np.uint32
+
+
+@njit(inline="always")
+def _half_to_float(h):
+    """IEEE binary16 bits -> float32, exact (subnormals, inf, NaN payload kept)."""
+    bits = _U32(h)
+    wide = _U32(_U32(bits & _U32(0x7FFF)) << _U32(13))
+    exponent = _U32(wide & _U32(0x0F800000))
+    wide = _U32(wide + _U32((127 - 15) << 23))  # rebias the exponent
+    normal = _U32(wide + _U32((128 - 16) << 23)) if exponent == _U32(0x0F800000) else wide  # inf / NaN
+    # zero / subnormal: as the normal 1.m * 2**-14, minus 2**-14 (exact)
+    subnormal = _f32_from_bits(_U32(wide + _U32(1 << 23))) - np.float32(2.0 ** -14)
+    value = subnormal if exponent == _U32(0) else _f32_from_bits(normal)
+    return _f32_from_bits(_U32(_bits_from_f32(value) | _U32(_U32(bits & _U32(0x8000)) << _U32(16))))
+
+
+@njit(inline="always")
+def _bf16_to_float(h):
+    return _f32_from_bits(_U32(_U32(h) << _U32(16)))
+
+
+@njit(inline="always")
+def _float_to_half(value):
+    """float32 -> binary16 bits, round to nearest even; overflow gives inf, NaN a quiet NaN."""
+    bits = _bits_from_f32(np.float32(value))
+    sign = _U32(_U32(bits >> _U32(16)) & _U32(0x8000))
+    magnitude = _U32(bits & _U32(0x7FFFFFFF))
+    # normal: rebias (-112 << 23, as uint32) and round the 13 dropped bits to nearest even
+    odd = _U32(_U32(magnitude >> _U32(13)) & _U32(1))
+    normal = _U32(_U32(magnitude + _U32(0xC8000FFF) + odd) >> _U32(13))
+    # below 2**-14: adding 0.5 makes the float adder round the subnormal for us
+    subnormal = _U32(_bits_from_f32(_f32_from_bits(magnitude) + np.float32(0.5)) - _U32(0x3F000000))
+    overflow = _U32(0x7E00) if magnitude > _U32(0x7F800000) else _U32(0x7C00)  # NaN / inf
+    half = overflow if magnitude >= _U32(0x47800000) else (subnormal if magnitude < _U32(0x38800000) else normal)
+    return _U32(half | sign)
+
+
+@njit(inline="always")
+def _float_to_bf16(value):
+    """float32 -> bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN."""
+    bits = _bits_from_f32(np.float32(value))
+    rounded = _U32(_U32(bits + _U32(0x7FFF) + _U32(_U32(bits >> _U32(16)) & _U32(1))) >> _U32(16))
+    quiet = _U32(_U32(bits >> _U32(16)) | _U32(0x40))
+    return quiet if _U32(bits & _U32(0x7FFFFFFF)) > _U32(0x7F800000) else rounded
+
+
+@njit(inline="always")
+def _load_one(src, i, kind):
+    if kind == _F16:
+        return _half_to_float(src[i])
+    if kind == _BF16:
+        return _bf16_to_float(src[i])
+    return src[i]
+
+
+@njit
+def _load_run(src, start, step, n, dst, dst_start, kind):
+    """``dst[dst_start + i] = float(src[start + i*step])`` for i < n (the branch on ``kind`` and on a
+    unit step sits outside the loops, so each loop vectorises)."""
+    out = dst[dst_start:dst_start + n]
+    if step == 1:
+        run = src[start:start + n]
+        if kind == _F16:
+            for i in range(n):
+                out[i] = _half_to_float(run[i])
+        elif kind == _BF16:
+            for i in range(n):
+                out[i] = _bf16_to_float(run[i])
+        else:
+            for i in range(n):
+                out[i] = run[i]
+    else:
+        for i in range(n):
+            out[i] = _load_one(src, start + i * step, kind)
+
+
+@njit
+def _store_run(acc, start, n, dst, dst_start, step, kind):
+    """``dst[dst_start + i*step] = acc[start + i]`` for i < n, rounded once to the output type."""
+    run = acc[start:start + n]
+    if step == 1:
+        out = dst[dst_start:dst_start + n]
+        if kind == _F16:
+            for i in range(n):
+                out[i] = _float_to_half(run[i])
+        elif kind == _BF16:
+            for i in range(n):
+                out[i] = _float_to_bf16(run[i])
+        else:
+            for i in range(n):
+                out[i] = run[i]
+    else:
+        for i in range(n):
+            if kind == _F16:
+                dst[dst_start + i * step] = _float_to_half(run[i])
+            elif kind == _BF16:
+                dst[dst_start + i * step] = _float_to_bf16(run[i])
+            else:
+                dst[dst_start + i * step] = run[i]
+
+
+# --- tap runs: acc[a + j] (=|+=) sum of src[s + j] * weight ---------------------------------
+# A group of taps loads and stores the accumulator once: a[j] + p0 + p1 evaluates as
+# (a[j] + p0) + p1, the same additions in the same order as one tap at a time. The first group of
+# a plane writes 0 + p0 + ... instead of reading a zeroed accumulator (0 + p0 keeps the sum's
+# start at +0, as a zeroed accumulator would).
+
+_ZERO = np.float32(0)
+
+
+@njit
+def _tiled1(acc, a0, n, src, s0, wt, w0, tile, first):
+    for j0 in range(0, n, tile):
+        k = min(tile, n - j0)
+        a = acc[a0 + j0:a0 + j0 + k]
+        x0 = src[s0 + j0:s0 + j0 + k]
+        f0 = wt[w0:w0 + k]
+        if first:
+            for j in range(k):
+                a[j] = _ZERO + x0[j] * f0[j]
+        else:
+            for j in range(k):
+                a[j] += x0[j] * f0[j]
+
+
+@njit
+def _tiled2(acc, a0, n, src, s0, s1, wt, w0, w1, tile, first):
+    for j0 in range(0, n, tile):
+        k = min(tile, n - j0)
+        a = acc[a0 + j0:a0 + j0 + k]
+        x0 = src[s0 + j0:s0 + j0 + k]
+        x1 = src[s1 + j0:s1 + j0 + k]
+        f0 = wt[w0:w0 + k]
+        f1 = wt[w1:w1 + k]
+        if first:
+            for j in range(k):
+                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j]
+        else:
+            for j in range(k):
+                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j]
+
+
+@njit
+def _tiled4(acc, a0, n, src, s0, s1, s2, s3, wt, w0, w1, w2, w3, tile, first):
+    for j0 in range(0, n, tile):
+        k = min(tile, n - j0)
+        a = acc[a0 + j0:a0 + j0 + k]
+        x0 = src[s0 + j0:s0 + j0 + k]
+        x1 = src[s1 + j0:s1 + j0 + k]
+        x2 = src[s2 + j0:s2 + j0 + k]
+        x3 = src[s3 + j0:s3 + j0 + k]
+        f0 = wt[w0:w0 + k]
+        f1 = wt[w1:w1 + k]
+        f2 = wt[w2:w2 + k]
+        f3 = wt[w3:w3 + k]
+        if first:
+            for j in range(k):
+                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j] + x2[j] * f2[j] + x3[j] * f3[j]
+        else:
+            for j in range(k):
+                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j] + x2[j] * f2[j] + x3[j] * f3[j]
+
+
+@njit
+def _scaled1(acc, a0, n, src, s0, f0, first):
+    a = acc[a0:a0 + n]
+    x0 = src[s0:s0 + n]
+    if first:
+        for j in range(n):
+            a[j] = _ZERO + x0[j] * f0
+    else:
+        for j in range(n):
+            a[j] += x0[j] * f0
+
+
+@njit
+def _scaled2(acc, a0, n, src, s0, s1, f0, f1, first):
+    a = acc[a0:a0 + n]
+    x0 = src[s0:s0 + n]
+    x1 = src[s1:s1 + n]
+    if first:
+        for j in range(n):
+            a[j] = _ZERO + x0[j] * f0 + x1[j] * f1
+    else:
+        for j in range(n):
+            a[j] = a[j] + x0[j] * f0 + x1[j] * f1
+
+
+@njit
+def _scaled4(acc, a0, n, src, s0, s1, s2, s3, f0, f1, f2, f3, first):
+    a = acc[a0:a0 + n]
+    x0 = src[s0:s0 + n]
+    x1 = src[s1:s1 + n]
+    x2 = src[s2:s2 + n]
+    x3 = src[s3:s3 + n]
+    if first:
+        for j in range(n):
+            a[j] = _ZERO + x0[j] * f0 + x1[j] * f1 + x2[j] * f2 + x3[j] * f3
+    else:
+        for j in range(n):
+            a[j] = a[j] + x0[j] * f0 + x1[j] * f1 + x2[j] * f2 + x3[j] * f3
+
+
+@njit
+def _common_range(lo, hi, nt):
+    lo_max, hi_min = lo[0], hi[0]
+    for t in range(1, nt):
+        lo_max = max(lo_max, lo[t])
+        hi_min = min(hi_min, hi[t])
+    return lo_max, hi_min
+
+
+@njit
+def _fill_plane_tiled(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, tile):
+    """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
+    ``acc[base + q*width + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
+    src[so[t] + q*width + j] * wt[tap[t]*tile + j]`` (0 where no tap reaches). Columns in reach of
+    every tap take the taps in groups; the edges take them one at a time, in order."""
+    lo_max, hi_min = (n_pos, n_pos) if nt == 0 else _common_range(lo, hi, nt)
+    if lo_max >= hi_min:
+        acc[base:base + n_pos * width] = 0
+        for t in range(nt):
+            _tiled1(acc, base + lo[t] * width, (hi[t] - lo[t]) * width, src, so[t] + lo[t] * width, wt,
+                    tap[t] * tile, tile, False)
+        return
+    acc[base:base + lo_max * width] = 0
+    acc[base + hi_min * width:base + n_pos * width] = 0
+    for t in range(nt):
+        if lo[t] < lo_max:
+            _tiled1(acc, base + lo[t] * width, (lo_max - lo[t]) * width, src, so[t] + lo[t] * width, wt,
+                    tap[t] * tile, tile, False)
+    a0, n, d = base + lo_max * width, (hi_min - lo_max) * width, lo_max * width
+    t = 0
+    while nt - t >= 4:
+        _tiled4(acc, a0, n, src, so[t] + d, so[t + 1] + d, so[t + 2] + d, so[t + 3] + d, wt, tap[t] * tile,
+                tap[t + 1] * tile, tap[t + 2] * tile, tap[t + 3] * tile, tile, t == 0)
+        t += 4
+    if nt - t >= 2:
+        _tiled2(acc, a0, n, src, so[t] + d, so[t + 1] + d, wt, tap[t] * tile, tap[t + 1] * tile, tile, t == 0)
+        t += 2
+    if t < nt:
+        _tiled1(acc, a0, n, src, so[t] + d, wt, tap[t] * tile, tile, t == 0)
+    for t in range(nt):
+        if hi[t] > hi_min:
+            _tiled1(acc, base + hi_min * width, (hi[t] - hi_min) * width, src, so[t] + hi_min * width, wt,
+                    tap[t] * tile, tile, False)
+
+
+@njit
+def _sum_columns(acc, base, q0, q1, src, so, ch, weight, lo, hi, nt):
+    for q in range(q0, q1):
+        total = _ZERO
+        for t in range(nt):
+            if lo[t] <= q < hi[t]:
+                total += src[so[t] + ch + q] * weight[t]
+        acc[base + q] = total
+
+
+@njit
+def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt):
+    """Planar plane of ``n_pos`` positions: ``acc[base + q] = sum over taps t with lo[t] <= q <
+    hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches). Interior
+    columns take the taps in groups; edge columns (few) are summed one by one."""
+    lo_max, hi_min = (0, 0) if nt == 0 else _common_range(lo, hi, nt)
+    if lo_max >= hi_min:  # no interior: every column is an edge column
+        lo_max = hi_min = n_pos
+    _sum_columns(acc, base, 0, lo_max, src, so, ch, weight, lo, hi, nt)
+    _sum_columns(acc, base, hi_min, n_pos, src, so, ch, weight, lo, hi, nt)
+    if lo_max >= hi_min:
+        return
+    a0, n, d = base + lo_max, hi_min - lo_max, ch + lo_max
+    t = 0
+    while nt - t >= 4:
+        _scaled4(acc, a0, n, src, so[t] + d, so[t + 1] + d, so[t + 2] + d, so[t + 3] + d, weight[t],
+                 weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
+        t += 4
+    if nt - t >= 2:
+        _scaled2(acc, a0, n, src, so[t] + d, so[t + 1] + d, weight[t], weight[t + 1], t == 0)
+        t += 2
+    if t < nt:
+        _scaled1(acc, a0, n, src, so[t] + d, weight[t], t == 0)
+
+
+@njit(inline="always")
+def _column_taps(kx, dil_w, pad_left, stride_w, out_w, in_w):
+    """Columns of filter column kx: ``ix = ox*stride_w + shift`` for ox in [ox_lo, ox_hi) lands in
+    [0, in_w); residue plane r = shift mod stride_w holds ix at q = ox + q_shift."""
+    shift = kx * dil_w - pad_left
+    ox_lo = max(0, -(shift // stride_w))
+    ox_hi = min(out_w, (in_w - 1 - shift) // stride_w + 1)
+    r = shift % stride_w
+    return ox_lo, ox_hi, r, (shift - r) // stride_w
+
+
+# --- staging: source rows -> float rows of the canonical layout ------------------------------
+
+@njit
+def _stage_channels_last(src, base, pos_stride, ch_stride, n_pos, channels, repeat, planes, plane_len,
+                         ring, dst, kind):
+    """Row ``src[base + p*pos_stride + c*ch_stride]`` to ``ring[dst + ((p % planes)*plane_len +
+    p // planes)*channels*repeat + c*repeat + i]`` for i < repeat (channel c repeated ``repeat``
+    times, so a forward tap's x run lines up with its C*M outputs)."""
+    width = channels * repeat
+    if repeat == 1 and planes == 1 and pos_stride == channels and ch_stride == 1:
+        _load_run(src, base, 1, n_pos * channels, ring, dst, kind)
+        return
+    for p in range(n_pos):
+        r = p % planes
+        d = dst + (r * plane_len + p // planes) * width
+        s = base + p * pos_stride
+        if repeat == 1:
+            _load_run(src, s, ch_stride, channels, ring, d, kind)
+        else:
+            for c in range(channels):
+                value = _load_one(src, s + c * ch_stride, kind)
+                for i in range(repeat):
+                    ring[d + c * repeat + i] = value
+
+
+@njit
+def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, plane_len, ring, dst, kind):
+    """Row ``src[base + p*pos_stride + c*ch_stride]`` to ``ring[dst + (c*planes + p % planes)*plane_len
+    + p // planes]``."""
+    for c in range(channels):
+        for r in range(min(planes, n_pos)):
+            count = (n_pos - r + planes - 1) // planes
+            _load_run(src, base + c * ch_stride + r * pos_stride, planes * pos_stride, count, ring,
+                      dst + (c * planes + r) * plane_len, kind)
+
+
+# --- forward ---------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, nogil=True)
+def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off, y_st, y_direct, direct_out, geo,
+                    planar, kind, rows_per_job):
+    n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+    fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
+    width = chans * mult
+    plane_len = (in_w + sw - 1) // sw
+    row_len = (width if not planar else chans) * sw * plane_len
+    ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
+    jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
+    acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
+    for job in prange(n_batch * jobs_per_image):
+        b = job // jobs_per_image
+        oy0 = (job - b * jobs_per_image) * rows_per_job
+        oy1 = min(out_h, oy0 + rows_per_job)
+        ring = np.empty(0 if direct_in else ring_rows * row_len, wt.dtype)
+        tags = np.full(ring_rows, -1, np.int64)
+        src = x_direct if direct_in else ring
+        acc = y_direct if direct_out else np.empty(out_w * width, wt.dtype)
+        so = np.empty(fh * fw, np.int64)
+        tap = np.empty(fh * fw, np.int64)
+        lo = np.empty(fh * fw, np.int64)
+        hi = np.empty(fh * fw, np.int64)
+        weight = np.empty(fh * fw, wt.dtype)
+        x_base = x_off + b * x_st[0]
+        for oy in range(oy0, oy1):
+            nt = 0
+            for ky in range(fh):
+                iy = oy * sh - pt + ky * dh
+                if iy < 0 or iy >= in_h:
+                    continue
+                if direct_in:
+                    row = x_base + iy * x_st[1]
+                else:
+                    slot = iy % ring_rows
+                    row = slot * row_len
+                    if tags[slot] != iy:
+                        tags[slot] = iy
+                        if planar:
+                            _stage_planar(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw, plane_len,
+                                          ring, row, kind)
+                        else:
+                            _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
+                                                 sw, plane_len, ring, row, kind)
+                for kx in range(fw):
+                    ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                    if ox_hi <= ox_lo:
+                        continue
+                    lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
+                    if planar:  # x index of (c, ox): so + c*channel_stride + ox
+                        so[nt] = row + (r * plane_len + q_shift if not direct_in else q_shift * x_st[2])
+                    else:  # x index of (ox, k): so + ox*width + k
+                        so[nt] = row + (r * plane_len + q_shift) * width
+                    nt += 1
+            y_row = y_off + b * y_st[0] + oy * y_st[1]
+            acc_row = y_row if direct_out else 0
+            if planar:
+                channel_stride = x_st[3] if direct_in else sw * plane_len
+                for k in range(width):
+                    for t in range(nt):
+                        weight[t] = wv[tap[t] * width + k]
+                    _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
+                                       weight, lo, hi, nt)
+            else:
+                _fill_plane_tiled(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wt, tile)
+            if direct_out:
+                continue
+            if planar:
+                for k in range(width):
+                    _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
+            elif y_st[3] == 1 and y_st[2] == width:
+                _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
+            else:
+                for ox in range(out_w):
+                    _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
+
+
+# --- backprop input --------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, nogil=True)
+def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv, dx, dx_off, dx_st, dx_direct,
+                           direct_out, geo, planar, kind, rows_per_job):
+    n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+    fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
+    width = chans * mult
+    plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
+    row_len = out_w * width
+    ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
+    jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
+    acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
+    for job in prange(n_batch * jobs_per_image):
+        b = job // jobs_per_image
+        iy0 = (job - b * jobs_per_image) * rows_per_job
+        iy1 = min(in_h, iy0 + rows_per_job)
+        ring = np.empty(0 if direct_in else ring_rows * row_len, wt.dtype)
+        tags = np.full(ring_rows, -1, np.int64)
+        src = dy_direct if direct_in else ring
+        acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wt.dtype)  # [r][q][k] or [k][r][q]
+        combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wt.dtype)
+        so = np.empty(fh * fw, np.int64)
+        tap = np.empty(fh * fw, np.int64)
+        lo = np.empty(fh * fw, np.int64)
+        hi = np.empty(fh * fw, np.int64)
+        weight = np.empty(fh * fw, wt.dtype)
+        dy_base = dy_off + b * dy_st[0]
+        for iy in range(iy0, iy1):
+            dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
+            acc_row = dx_row if direct_out else 0
+            for r in range(min(sw, in_w)):
+                n_pos = (in_w - r + sw - 1) // sw
+                nt = 0
+                for ky in range(fh):
+                    t = iy + pt - ky * dh
+                    if t < 0:
+                        break
+                    oy = t // sh
+                    if oy * sh != t or oy >= out_h:
+                        continue
+                    if direct_in:
+                        row = dy_base + oy * dy_st[1]
+                    else:
+                        slot = oy % ring_rows
+                        row = slot * row_len
+                        if tags[slot] != oy:
+                            tags[slot] = oy
+                            if planar:
+                                _stage_planar(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1, out_w,
+                                              ring, row, kind)
+                            else:
+                                _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
+                                                     1, 1, out_w, ring, row, kind)
+                    for kx in range(fw):
+                        ox_lo, ox_hi, kx_plane, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                        if kx_plane != r or ox_hi <= ox_lo:
+                            continue
+                        # dx column q = ox + q_shift of plane r reads dy column ox
+                        lo[nt], hi[nt], tap[nt] = ox_lo + q_shift, ox_hi + q_shift, ky * fw + kx
+                        so[nt] = row - q_shift * (1 if planar else width)
+                        nt += 1
+                if planar:
+                    channel_stride = dy_st[3] if direct_in else out_w
+                    for k in range(width):
+                        for t in range(nt):
+                            weight[t] = wv[tap[t] * width + k]
+                        _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
+                                           k * channel_stride, weight, lo, hi, nt)
+                else:
+                    _fill_plane_tiled(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi, nt,
+                                      wt, tile)
+            if not direct_out:
+                _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
+
+
+@njit
+def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind):
+    """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r."""
+    width = chans * mult
+    if planar:
+        for c in range(chans):
+            if mult == 1:
+                plane, start = acc, c * sw * plane_len
+            else:
+                plane, start = combined, 0
+                first = c * mult * sw * plane_len
+                combined[:sw * plane_len] = acc[first:first + sw * plane_len]
+                for m in range(1, mult):
+                    part = acc[first + m * sw * plane_len:first + (m + 1) * sw * plane_len]
+                    for j in range(sw * plane_len):
+                        combined[j] += part[j]
+            for r in range(min(sw, in_w)):
+                _store_run(plane, start + r * plane_len, (in_w - r + sw - 1) // sw, dx,
+                           base + c * dx_st[3] + r * dx_st[2], sw * dx_st[2], kind)
+        return
+    if mult == 1 and sw == 1 and dx_st[3] == 1 and dx_st[2] == chans:
+        _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
+        return
+    for ix in range(in_w):
+        q = ix // sw
+        start = ((ix - q * sw) * plane_len + q) * width
+        if mult == 1:
+            _store_run(acc, start, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
+        else:
+            if mult == 2:  # a constant stride: this loop vectorises
+                pairs = acc[start:start + 2 * chans]
+                for c in range(chans):
+                    combined[c] = pairs[2 * c] + pairs[2 * c + 1]
+            else:
+                for c in range(chans):
+                    total = acc[start + c * mult]
+                    for m in range(1, mult):
+                        total += acc[start + c * mult + m]
+                    combined[c] = total
+            _store_run(combined, 0, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
+
+
+# --- backprop filter -------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, nogil=True)
+def _backprop_filter_kernel(x, x_off, x_st, x_direct, direct_x, dy, dy_off, dy_st, dy_direct, direct_dy, partial,
+                            geo, planar, kind):
+    """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
+    n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+    fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
+    width = chans * mult
+    plane_len = (in_w + sw - 1) // sw
+    x_row_len = (width if not planar else chans) * sw * plane_len
+    ring_rows = (fh - 1) * dh + 1
+    chunks = partial.shape[0]
+    rows = n_batch * out_h
+    for chunk in prange(chunks):
+        lanes = np.zeros(fh * fw * _LANES * width, partial.dtype)  # [tap][lane][k] or [tap][k][lane]
+        ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
+        tags = np.full(ring_rows, -1, np.int64)
+        xs = x_direct if direct_x else ring
+        dy_row = np.empty(0 if direct_dy else out_w * width, partial.dtype)
+        ds = dy_direct if direct_dy else dy_row
+        for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
+            b = row // out_h
+            oy = row - b * out_h
+            if direct_dy:
+                d0 = dy_off + b * dy_st[0] + oy * dy_st[1]
+                d_ch = dy_st[3]
+            else:
+                d0, d_ch = 0, out_w
+                if planar:
+                    _stage_planar(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
+                                  out_w, dy_row, 0, kind)
+                else:
+                    _stage_channels_last(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w,
+                                         width, 1, 1, out_w, dy_row, 0, kind)
+            for ky in range(fh):
+                iy = oy * sh - pt + ky * dh
+                if iy < 0 or iy >= in_h:
+                    continue
+                if direct_x:
+                    x_row = x_off + b * x_st[0] + iy * x_st[1]
+                    x_ch = x_st[3]
+                else:
+                    slot = iy % ring_rows
+                    x_row = slot * x_row_len
+                    x_ch = sw * plane_len
+                    if tags[slot] != b * in_h + iy:
+                        tags[slot] = b * in_h + iy
+                        if planar:
+                            _stage_planar(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw,
+                                          plane_len, ring, x_row, kind)
+                        else:
+                            _stage_channels_last(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w,
+                                                 chans, mult, sw, plane_len, ring, x_row, kind)
+                for kx in range(fw):
+                    ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                    if ox_hi <= ox_lo:
+                        continue
+                    t = ky * fw + kx
+                    if planar:
+                        x_col = x_row + (r * plane_len + q_shift if not direct_x else q_shift * x_st[2])
+                        for k in range(width):
+                            _lane_dot(lanes, (t * width + k) * _LANES, ds, d0 + k * d_ch,
+                                      xs, x_col + (k // mult) * x_ch, ox_lo, ox_hi)
+                    else:
+                        x_col = x_row + (r * plane_len + q_shift) * width
+                        for ox in range(ox_lo, ox_hi):
+                            lane = lanes[(t * _LANES + ox % _LANES) * width:(t * _LANES + ox % _LANES + 1) * width]
+                            dd = ds[d0 + ox * width:d0 + (ox + 1) * width]
+                            xx = xs[x_col + ox * width:x_col + (ox + 1) * width]
+                            for k in range(width):
+                                lane[k] += dd[k] * xx[k]
+        for t in range(fh * fw):
+            for k in range(width):
+                if planar:
+                    first, step = (t * width + k) * _LANES, 1
+                else:
+                    first, step = t * _LANES * width + k, width
+                total = lanes[first]
+                for lane in range(1, _LANES):
+                    total += lanes[first + lane * step]
+                partial[chunk, t, k] = total
+
+
+@njit
+def _lane_dot(lanes, base, d, d0, xs, x0, lo, hi):
+    """lanes[base + ox % LANES] += d[d0 + ox] * xs[x0 + ox] for ox in [lo, hi), ox ascending."""
+    ox = lo
+    while ox < hi and ox % _LANES != 0:
+        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
+        ox += 1
+    lane = lanes[base:base + _LANES]
+    while ox + _LANES <= hi:
+        dd = d[d0 + ox:d0 + ox + _LANES]
+        xx = xs[x0 + ox:x0 + ox + _LANES]
+        for j in range(_LANES):
+            lane[j] += dd[j] * xx[j]
+        ox += _LANES
+    while ox < hi:
+        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
+        ox += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _combine_chunks(partial, out, out_off, out_st, fw, mult, kind):
+    """out[ky, kx, c, m] = the chunk partials of (tap, c*M + m) added in chunk order, rounded once."""
+    taps, width = partial.shape[1], partial.shape[2]
+    for t in prange(taps):
+        for k in range(width):
+            total = partial[0, t, k]
+            for chunk in range(1, partial.shape[0]):
+                total += partial[chunk, t, k]
+            c = k // mult
+            i = out_off + (t // fw) * out_st[0] + (t % fw) * out_st[1] + c * out_st[2] + (k - c * mult) * out_st[3]
+            if kind == _F16:
+                out[i] = _float_to_half(total)
+            elif kind == _BF16:
+                out[i] = _float_to_bf16(total)
+            else:
+                out[i] = total
+
+
+# --- entry points (called by gradops.depthwise with NHWC-indexed views) -----------------------
+
+def _accumulator(dtype: np.dtype) -> type:
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+def _kernel_view(array: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """(flat buffer, offset, element strides) of any view; half types as their uint16 bits."""
+    array = aligned_input(array)
+    if array.dtype in _HALF_KINDS:
+        array = array.view(np.uint16)
+    return flat_view(array)
+
+
+def _is_planar(pos_stride: int, ch_stride: int, n_pos: int, n_ch: int) -> bool:
+    """Planar rows when positions, not channels, are the unit-stride axis (NCHW data)."""
+    return (n_pos == 1 or pos_stride == 1) and not (n_ch == 1 or ch_stride == 1)
+
+
+def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> bool:
+    """Whether rows already are float rows of the canonical layout: channels-last
+    ``[position][k]`` with k contiguous, or planar with unit position stride."""
+    if planar:
+        return n_pos == 1 or strides[2] == 1
+    return (width == 1 or strides[3] == 1) and (n_pos == 1 or strides[2] == width)
+
+
+def _weights(filt: np.ndarray, acc: type, planar: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """The filter as ``[tap][k]`` floats, and for channels-last rows each tap's weights tiled to a
+    run of ``tile`` (a multiple of C*M) so an inner loop over (position, k) reads them in step."""
+    fh, fw, chans, mult = filt.shape
+    width = chans * mult
+    per_tap = np.ascontiguousarray(filt, dtype=acc).reshape(fh * fw, width)
+    if planar:
+        return np.empty(0, acc), per_tap.ravel(), 1
+    tile = width * math.ceil(_TILE / width)
+    return np.tile(per_tap, (1, tile // width)).ravel(), per_tap.ravel(), tile
+
+
+def _rows_per_job(batch: int, rows: int) -> int:
+    return min(rows, max(1, math.ceil(batch * rows / _TARGET_JOBS)))
+
+
+def _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+              pad_left) -> np.ndarray:
+    return np.array([batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
+                     pad_top, pad_left], dtype=np.int64)
+
+
+def _run_dynamic(kernel, *args) -> None:
+    """Run a prange kernel handing out iterations one at a time: on a shared machine a static
+    split waits for the slowest thread. Results do not depend on the schedule."""
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        kernel(*args)
+    finally:
+        numba.set_parallel_chunksize(previous)
+
+
+def _aligned_out(out: np.ndarray) -> np.ndarray:
+    return out if element_aligned(out) else np.empty(out.shape, out.dtype)
+
+
+def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
+                 dil_w: int, pad_top: int, pad_left: int) -> None:
+    """y[b, oy, ox, c*M+m] = sum_{ky,kx} x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
+    (SPEC 5.4) into ``out`` [N, OH, OW, C*M]."""
+    if out.size == 0:
+        return
+    if x.size == 0 or filt.size == 0:
+        out[...] = 0
+        return
+    target = _aligned_out(out)
+    batch, in_h, in_w, chans = x.shape
+    fh, fw, _, mult = filt.shape
+    _, out_h, out_w, width = out.shape
+    acc = _accumulator(out.dtype)
+    native = out.dtype not in _HALF_KINDS
+    x_buf, x_off, x_st = _kernel_view(x)
+    y_buf, y_off, y_st = _kernel_view(target)
+    planar = _is_planar(x_st[2], x_st[3], in_w, chans)
+    direct_in = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
+    direct_out = native and _direct_rows(y_st, out_w, width, planar)
+    wt, wv, tile = _weights(filt, acc, planar)
+    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+                    pad_left)
+    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else np.empty(0, acc), direct_in, wt, tile,
+                 wv, y_buf, y_off, y_st, y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar,
+                 _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, out_h))
+    if target is not out:
+        np.copyto(out, target)
+
+
+def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
+                   dil_w: int, pad_top: int, pad_left: int) -> None:
+    """dx = the adjoint of ``conv_forward`` applied to dy (SPEC 5.4), into ``out`` [N, H, W, C]."""
+    if out.size == 0:
+        return
+    if dy.size == 0 or filt.size == 0:
+        out[...] = 0
+        return
+    target = _aligned_out(out)
+    batch, in_h, in_w, chans = out.shape
+    fh, fw, _, mult = filt.shape
+    _, out_h, out_w, width = dy.shape
+    acc = _accumulator(out.dtype)
+    native = out.dtype not in _HALF_KINDS
+    dy_buf, dy_off, dy_st = _kernel_view(dy)
+    dx_buf, dx_off, dx_st = _kernel_view(target)
+    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
+    direct_in = native and _direct_rows(dy_st, out_w, width, planar)
+    # dx rows can be the accumulator when they have its layout: no residue planes, no m to combine
+    direct_out = native and stride_w == 1 and mult == 1 and _direct_rows(dx_st, in_w, chans, planar)
+    wt, wv, tile = _weights(filt, acc, planar)
+    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+                    pad_left)
+    _run_dynamic(_backprop_input_kernel, dy_buf, dy_off, dy_st, dy_buf if direct_in else np.empty(0, acc), direct_in,
+                 wt, tile, wv, dx_buf, dx_off, dx_st, dx_buf if direct_out else np.empty(0, acc), direct_out, geo,
+                 planar, _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, in_h))
+    if target is not out:
+        np.copyto(out, target)
+
+
+def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
+                    dil_w: int, pad_top: int, pad_left: int) -> None:
+    """dF[ky, kx, c, m] = sum_{b,oy,ox} dy[b, oy, ox, c*M+m] * x[b, iy, ix, c] over in-range (iy, ix)
+    (SPEC 5.4), into ``out`` [fh, fw, C, M]."""
+    if out.size == 0:
+        return
+    if x.size == 0 or dy.size == 0:
+        out[...] = 0
+        return
+    target = _aligned_out(out)
+    batch, in_h, in_w, chans = x.shape
+    fh, fw, _, mult = out.shape
+    _, out_h, out_w, width = dy.shape
+    acc = _accumulator(out.dtype)
+    native = x.dtype not in _HALF_KINDS
+    x_buf, x_off, x_st = _kernel_view(x)
+    dy_buf, dy_off, dy_st = _kernel_view(dy)
+    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
+    direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
+    direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
+    partial = np.empty((min(_CHUNKS, batch * out_h), fh * fw, width), acc)
+    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+                    pad_left)
+    kind = _HALF_KINDS.get(out.dtype, _FLOAT)
+    _run_dynamic(_backprop_filter_kernel, x_buf, x_off, x_st, x_buf if direct_x else np.empty(0, acc), direct_x,
+                 dy_buf, dy_off, dy_st, dy_buf if direct_dy else np.empty(0, acc), direct_dy, partial, geo, planar,
+                 kind)
+    out_buf, out_off, out_st = _kernel_view(target)
+    _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)
+    if target is not out:
+        np.copyto(out, target)

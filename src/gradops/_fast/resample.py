@@ -1,0 +1,744 @@
+"""Fast resample and resample gradient (SPEC 3.2-3.7): separable gathers over per-axis tap tables.
+
+Both directions are one contraction ``dst[i] = sum over product taps of w * src[j]`` with
+per-axis tables that map a destination index to its source indices:
+
+* forward  (``Y = J X``):    the forward taps of ``axis_taps`` (zero weights dropped);
+* backward (``dX = J^T dY``): the transposed, CSR tables of ``transpose_taps``.
+
+So the gradient is a gather too: every destination element is computed by one thread, summing
+in one fixed order, and results are bit-identical whatever the thread count.
+
+Layout. The axes are permuted by ``dst``'s strides into five roles, outermost first:
+``a0, a1, a2`` (outer axes), ``a3`` (the "column" axis) and ``a4`` (the "unit" axis, of size
+``U``). If ``dst``'s innermost axis is not resampled (C in NHWC) it becomes the unit axis and
+the next one (W) the column axis; otherwise (W in NCHW) the innermost axis is the column axis
+and the unit axis is a dummy of size 1. A work item is one index ``(i0, i1, i2)`` and one block
+of columns, computed in two steps over contiguous memory:
+
+1. ``row_sum[c, u] = sum over the taps of a0, a1, a2 of w * src[o0, o1, o2, c, u]`` over the
+   source columns ``c`` that the block reads: one long vectorised loop per tap (four taps per
+   pass), a pure sum when every weight is 1 (nearest);
+2. the column axis: a copy when it is not resampled, otherwise
+   ``dst[j, u] = sum over k of w[j, k] * row_sum[slot[j, k], u]`` through a padded table of
+   ``K`` slots per destination column (padding slots read a unit of ``-0.0``, the exact additive
+   identity of IEEE addition). With ``U > 1`` each slot adds a vector of ``U`` elements.
+
+Arithmetic (SPEC 3.7): float32 data accumulate in float32, float16 data are decoded to float32
+in the kernel (bit manipulation, exact) and the result is rounded once to float16 (round to
+nearest even; subnormals, inf and NaN handled). Nearest forward resampling is a pure selection
+and copies bits, NaN payloads included. Sums start from -0.0 in the forward op (a -0 input read
+at weight 1 stays -0, SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts
+from zeros).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+from numba import get_num_threads, njit, prange, types
+from numba.extending import overload
+
+from .._resample_plan import transpose_taps
+from .strided import aligned_input, element_aligned, flat_view
+
+Taps = Sequence[tuple[np.ndarray, np.ndarray]]
+
+RANK = 4
+# Elements of one row sum (columns x U): longer rows are split into column blocks, so that long
+# 1-D/2-D cases still run in parallel and the row sum stays in L1/L2.
+_ROW_ELEMENTS = 8192
+# Work items per thread: enough to even out rows of unequal cost, few enough that the per-chunk
+# scratch allocation does not matter.
+_CHUNKS_PER_THREAD = 4
+
+_FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 + -0 == -0
+_GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
+
+
+# ---------------------------------------------------------------------------------------------
+# float16 <-> float32 on raw bits (numba has no float16 arithmetic on the CPU). Both are
+# branch-free select chains, so loops over them vectorise.
+
+@njit
+def _half_to_float(h):
+    bits = np.uint32(h)
+    magnitude = bits & np.uint32(0x7FFF)
+    # Rebias the exponent from 15 to 127; inf/NaN (exponent 31) must land on exponent 255.
+    normal = (magnitude << np.uint32(13)) + np.uint32(0x38000000)
+    if magnitude >= np.uint32(0x7C00):
+        normal += np.uint32(0x38000000)
+    normal = np.uint32(normal)
+    # Subnormals (and zero) are magnitude * 2^-24, exact in float32.
+    subnormal = np.float32(np.float32(np.int32(magnitude)) * np.float32(2.0 ** -24)).view(np.uint32)
+    if magnitude < np.uint32(0x0400):
+        normal = subnormal
+    return np.uint32(normal | ((bits & np.uint32(0x8000)) << np.uint32(16))).view(np.float32)
+
+
+@njit
+def _float_to_half(value):
+    bits = np.float32(value).view(np.uint32)
+    sign = (bits >> np.uint32(16)) & np.uint32(0x8000)
+    magnitude = bits & np.uint32(0x7FFFFFFF)
+    # Normal range: drop 13 mantissa bits rounding to nearest even (add 0xFFF plus the kept
+    # lowest bit) and rebias the exponent; a carry out of the mantissa rounds up to inf.
+    result = (magnitude - np.uint32(0x38000000) + np.uint32(0xFFF)
+              + ((magnitude >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
+    # Below 2^-14: adding 0.5 lets the FPU round at 2^-24, the float16 subnormal quantum.
+    subnormal = np.float32(np.uint32(magnitude).view(np.float32) + np.float32(0.5)).view(np.uint32) \
+        - np.uint32(0x3F000000)
+    if magnitude < np.uint32(0x38800000):
+        result = subnormal
+    if magnitude >= np.uint32(0x47800000):  # >= 65536: inf, or NaN (made quiet)
+        result = np.uint32(0x7E00) if magnitude > np.uint32(0x7F800000) else np.uint32(0x7C00)
+    return np.uint16(result | sign)
+
+
+# Element access generic over the buffer type: float32 data as is, float16 data as uint16 bits.
+
+def _load(buffer, index):
+    """``buffer[index]`` as a number (float16 bits are decoded)."""
+
+
+def _store(buffer, index, value):
+    """``buffer[index] = value``, rounded once to the buffer's type."""
+
+
+def _scratch(buffer, size):
+    """An accumulator array for data of ``buffer``'s type (float32, SPEC 3.7)."""
+
+
+def _widen(buffer, weight):
+    """``weight`` in the accumulator type of ``buffer``'s data."""
+
+
+@overload(_load)
+def _load_impl(buffer, index):
+    if buffer.dtype == types.uint16:
+        return lambda buffer, index: _half_to_float(buffer[index])
+    return lambda buffer, index: buffer[index]
+
+
+@overload(_store)
+def _store_impl(buffer, index, value):
+    if buffer.dtype == types.uint16:
+        def store_half(buffer, index, value):
+            buffer[index] = _float_to_half(np.float32(value))
+        return store_half
+
+    def store_float(buffer, index, value):
+        buffer[index] = np.float32(value)
+    return store_float
+
+
+@overload(_scratch)
+def _scratch_impl(buffer, size):
+    return lambda buffer, size: np.empty(size, np.float32)
+
+
+@overload(_widen)
+def _widen_impl(buffer, weight):
+    return lambda buffer, weight: np.float32(weight)
+
+
+# ---------------------------------------------------------------------------------------------
+# Row helpers. Hot loops index the flat buffers with unsigned integers: NumPy-style negative
+# index wraparound code would stop LLVM from vectorising them, and slicing inside the row loop
+# would cost reference-count updates on the shared buffers.
+
+@njit
+def _add4(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, weighted):
+    """``acc[a + c] += (w0 * src[b0 + c] + w1 * src[b1 + c]) + (w2 * src[b2 + c] + w3 * src[b3 + c])``."""
+    if weighted:
+        for c in range(n):
+            acc[a + c] += (w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c)) \
+                + (w2 * _load(src, b2 + c) + w3 * _load(src, b3 + c))
+    else:
+        for c in range(n):
+            acc[a + c] += (_load(src, b0 + c) + _load(src, b1 + c)) + (_load(src, b2 + c) + _load(src, b3 + c))
+
+
+@njit
+def _add2(acc, a, src, b0, b1, w0, w1, n, weighted):
+    """``acc[a + c] += w0 * src[b0 + c] + w1 * src[b1 + c]``."""
+    if weighted:
+        for c in range(n):
+            acc[a + c] += w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c)
+    else:
+        for c in range(n):
+            acc[a + c] += _load(src, b0 + c) + _load(src, b1 + c)
+
+
+@njit
+def _add1(acc, a, src, b0, w0, n, weighted):
+    """``acc[a + c] += w0 * src[b0 + c]``."""
+    if weighted:
+        for c in range(n):
+            acc[a + c] += w0 * _load(src, b0 + c)
+    else:
+        for c in range(n):
+            acc[a + c] += _load(src, b0 + c)
+
+
+@njit
+def _sum_rows(acc, start, src, bases, weights, taps, shift, count, step, weighted, zero):
+    """``acc[start + c] = zero + sum over t < taps of weights[t] * src[bases[t] + shift + c * step]``
+    for ``c < count``. Unit steps add four (then two, one) source rows per pass over ``acc``."""
+    a = np.uint64(start)
+    n = np.uint64(count)
+    for c in range(n):
+        acc[a + c] = zero
+    if step != 1:
+        for t in range(taps):
+            for c in range(count):
+                acc[a + np.uint64(c)] += weights[t] * _load(src, np.uint64(bases[t] + shift + c * step))
+        return
+    t = 0
+    while taps - t >= 4:
+        _add4(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[t + 1] + shift),
+              np.uint64(bases[t + 2] + shift), np.uint64(bases[t + 3] + shift),
+              weights[t], weights[t + 1], weights[t + 2], weights[t + 3], n, weighted)
+        t += 4
+    if taps - t >= 2:
+        _add2(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[t + 1] + shift),
+              weights[t], weights[t + 1], n, weighted)
+        t += 2
+    if taps - t == 1:
+        _add1(acc, a, src, np.uint64(bases[t] + shift), weights[t], n, weighted)
+
+
+@njit
+def _store_run(dst, base, step, values, start, count):
+    """``dst[base + j * step] = values[start + j]`` for ``j < count``, rounded to dst's type."""
+    v = np.uint64(start)
+    if step == 1:
+        b = np.uint64(base)
+        for j in range(np.uint64(count)):
+            _store(dst, b + j, values[v + j])
+    else:
+        for j in range(count):
+            _store(dst, np.uint64(base + j * step), values[v + np.uint64(j)])
+
+
+@njit
+def _store_gathered(dst, base, step, row_sum, slot, weight, column0, count, weighted, zero):
+    """``dst[base + j * step] = zero + sum over k of weight[c, k] * row_sum[slot[c, k]]`` with
+    ``c = column0 + j``, ``j < count`` (unit size 1): one register accumulator per column.
+    Tables have 1, 2 or 4m slots, summed in groups of four."""
+    zero = _widen(dst, zero)
+    slots = slot.shape[1]
+    first = np.uint64(column0)
+    for j in range(np.uint64(count)):
+        c = first + j
+        out = np.uint64(base + np.int64(j) * step)
+        if slots == 1:
+            v = row_sum[slot[c, 0]]
+            _store(dst, out, zero + (weight[c, 0] * v if weighted else v))
+        elif slots == 2:
+            if weighted:
+                _store(dst, out, zero + (weight[c, 0] * row_sum[slot[c, 0]] + weight[c, 1] * row_sum[slot[c, 1]]))
+            else:
+                _store(dst, out, zero + (row_sum[slot[c, 0]] + row_sum[slot[c, 1]]))
+        else:
+            acc = zero
+            for k in range(0, slots, 4):
+                if weighted:
+                    acc += ((weight[c, k] * row_sum[slot[c, k]] + weight[c, k + 1] * row_sum[slot[c, k + 1]])
+                            + (weight[c, k + 2] * row_sum[slot[c, k + 2]]
+                               + weight[c, k + 3] * row_sum[slot[c, k + 3]]))
+                else:
+                    acc += ((row_sum[slot[c, k]] + row_sum[slot[c, k + 1]])
+                            + (row_sum[slot[c, k + 2]] + row_sum[slot[c, k + 3]]))
+            _store(dst, out, acc)
+
+
+@njit
+def _masked(weight, value, weighted):
+    """One tap of an affine span: ``weight * value``, or -0.0 (the additive identity) for a
+    padding slot of weight 0, so that whatever the padding reads never reaches the sum."""
+    if weight == 0:
+        return np.float32(-0.0)
+    return weight * value if weighted else value
+
+
+@njit(inline="always")
+def _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, q, slots, weighted, zero):
+    """Columns ``j = phases * t + p`` of an affine span (see ``_column_table``):
+    ``dst[o + j] = zero + sum over k < slots of weight[k, j] * row_sum[q * t + base_p + k]``.
+    Inlined with literal ``phases``, ``q`` and ``slots`` so that LLVM sees constant strides and
+    vectorises the loads as interleaved groups."""
+    for t in range(t_lo, t_hi):
+        for p in range(phases):
+            j = np.uint64(phases) * t + np.uint64(p)
+            a = np.uint64(q) * t + (base0 if p == 0 else base1)
+            total = _masked(weight[0, j], row_sum[a], weighted) + _masked(weight[1, j], row_sum[a + np.uint64(1)],
+                                                                         weighted)
+            if slots == 4:
+                total += _masked(weight[2, j], row_sum[a + np.uint64(2)], weighted) \
+                    + _masked(weight[3, j], row_sum[a + np.uint64(3)], weighted)
+            _store(dst, o + j, zero + total)
+
+
+@njit
+def _store_affine(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, slots, weighted, zero):
+    """``_affine_span`` for the supported shapes: one phase reading every second source column
+    (gradient of a 2x upsampling, forward 2x downsampling) or two phases reading consecutive
+    ones (gradient of a 2x downsampling, forward 2x upsampling); two or four slots."""
+    zero = _widen(dst, zero)
+    if weighted:
+        if phases == 1 and slots == 2:
+            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 2, True, zero)
+        elif phases == 1:
+            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 4, True, zero)
+        elif slots == 2:
+            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 2, True, zero)
+        else:
+            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 4, True, zero)
+    elif phases == 1 and slots == 2:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 2, False, zero)
+    elif phases == 1:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 4, False, zero)
+    elif slots == 2:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 2, False, zero)
+    else:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 4, False, zero)
+
+
+@njit
+def _gather_units(vector, row_sum, slot, weight, c, units, weighted, zero):
+    """``vector[u] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``: one
+    destination column of ``units`` elements, four slots per pass."""
+    n = np.uint64(units)
+    for u in range(n):
+        vector[u] = zero
+    slots = slot.shape[1]
+    k = 0
+    while slots - k >= 4:
+        _add4(vector, np.uint64(0), row_sum, slot[c, k] * n, slot[c, k + 1] * n, slot[c, k + 2] * n,
+              slot[c, k + 3] * n, weight[c, k], weight[c, k + 1], weight[c, k + 2], weight[c, k + 3], n, weighted)
+        k += 4
+    if slots - k == 2:
+        _add2(vector, np.uint64(0), row_sum, slot[c, k] * n, slot[c, k + 1] * n, weight[c, k], weight[c, k + 1],
+              n, weighted)
+    elif slots - k == 1:
+        _add1(vector, np.uint64(0), row_sum, slot[c, k] * n, weight[c, k], n, weighted)
+
+
+@njit
+def _store_units(dst, base, row_sum, slot, weight, c, units, weighted, zero):
+    """``dst[base + u] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]`` for
+    tables of one or two slots, fused into one pass (the common NHWC case)."""
+    zero = _widen(dst, zero)
+    n = np.uint64(units)
+    b = np.uint64(base)
+    s0 = slot[c, 0] * n
+    w0 = weight[c, 0]
+    if slot.shape[1] == 1:
+        if weighted:
+            for u in range(n):
+                _store(dst, b + u, zero + w0 * row_sum[s0 + u])
+        else:
+            for u in range(n):
+                _store(dst, b + u, zero + row_sum[s0 + u])
+        return
+    s1 = slot[c, 1] * n
+    w1 = weight[c, 1]
+    if weighted:
+        for u in range(n):
+            _store(dst, b + u, zero + (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]))
+    else:
+        for u in range(n):
+            _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
+# axes already permuted into the five roles of the module docstring.
+
+@njit(nogil=True, cache=True)
+def _contract_items(start, stop, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+                    ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
+                    block_columns, block_first, block_count, column_identity, slot, slot_weight,
+                    affine, affine_base, affine_weight, weighted, zero, max_taps):
+    """Work items ``start <= item < stop`` of ``_contract`` (item = (i0, i1, i2, column block)),
+    in one thread. A separate, serial function so that LLVM optimises it as ordinary code."""
+    n1, n2, n3, units = dst_shape[1], dst_shape[2], dst_shape[3], dst_shape[4]
+    s0, s1, s2, s3, s4 = src_strides[0], src_strides[1], src_strides[2], src_strides[3], src_strides[4]
+    d0, d1, d2, d3, d4 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3], dst_strides[4]
+    src_packed = s4 == 1 and s3 == units   # a block's source columns form one contiguous run
+    dst_packed = d4 == 1 and d3 == units
+    blocks = block_first.size
+    # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
+    # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
+    row_sum = _scratch(src, units * (1 + block_count.max()) + 4)
+    row_sum[:] = -0.0
+    vector = _scratch(src, units)
+    tap_base = np.empty(max_taps, np.int64)
+    tap_weight = _scratch(src, max_taps)
+    # Unflatten the first item once, then step the counters (no division per item).
+    block = start % blocks
+    rest = start // blocks
+    i2 = rest % n2
+    rest //= n2
+    i1 = rest % n1
+    i0 = rest // n1
+    for _ in range(start, stop):
+        taps = 0
+        for k0 in range(ptr0[i0], ptr0[i0 + 1]):
+            for k1 in range(ptr1[i1], ptr1[i1 + 1]):
+                w01 = _widen(src, weight0[k0]) * weight1[k1]
+                for k2 in range(ptr2[i2], ptr2[i2 + 1]):
+                    tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
+                    tap_weight[taps] = w01 * weight2[k2]
+                    taps += 1
+        count = block_count[block]
+        shift = block_first[block] * s3
+        if src_packed:
+            _sum_rows(row_sum, units, src, tap_base, tap_weight, taps, shift, count * units, 1, weighted, zero)
+        else:
+            for c in range(count):
+                _sum_rows(row_sum, (c + 1) * units, src, tap_base, tap_weight, taps, shift + c * s3, units, s4,
+                          weighted, zero)
+        column0 = block * block_columns
+        columns = min(block_columns, n3 - column0)
+        out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + column0 * d3
+        if column_identity and dst_packed:
+            _store_run(dst, out, 1, row_sum, units, columns * units)
+        elif column_identity:
+            for j in range(columns):
+                _store_run(dst, out + j * d3, d4, row_sum, (j + 1) * units, units)
+        elif units == 1:
+            # An affine span (if any) inside the block; the columns around it go through the slots.
+            phases, slots, span_lo, span_hi = affine[0], affine[1], affine[2], affine[3]
+            lo = min(max(span_lo, column0), column0 + columns)
+            hi = max(min(span_hi, column0 + columns), lo)
+            if phases == 0 or d3 != 1:
+                lo = hi = column0 + columns
+            _store_gathered(dst, out, d3, row_sum, slot, slot_weight, column0, lo - column0, weighted, zero)
+            if hi > lo:
+                base = 1 - block_first[block]
+                _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight, np.uint64(lo // phases),
+                              np.uint64(hi // phases), np.uint64(affine_base[0] + base),
+                              np.uint64(affine_base[1] + base), phases, slots, weighted, zero)
+            _store_gathered(dst, out + (hi - column0) * d3, d3, row_sum, slot, slot_weight, hi, column0 + columns - hi,
+                            weighted, zero)
+        elif d4 == 1 and slot.shape[1] <= 2:
+            for j in range(columns):
+                _store_units(dst, out + j * d3, row_sum, slot, slot_weight, column0 + j, units, weighted, zero)
+        else:
+            for j in range(columns):
+                _gather_units(vector, row_sum, slot, slot_weight, column0 + j, units, weighted, zero)
+                _store_run(dst, out + j * d3, d4, vector, 0, units)
+        block += 1
+        if block == blocks:
+            block = 0
+            i2 += 1
+            if i2 == n2:
+                i2 = 0
+                i1 += 1
+                if i1 == n1:
+                    i1 = 0
+                    i0 += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _contract(src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+              ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
+              block_columns, block_first, block_count, column_identity, slot, slot_weight,
+              affine, affine_base, affine_weight, weighted, zero, max_taps, max_chunks):
+    """``dst = sum of w * src`` over the product of the outer CSR tables (axes 0-2) and the
+    column table (axis 3); axis 4 is not resampled. ``block_first[b]`` / ``block_count[b]``:
+    source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
+    ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
+    block's first one, or 0 (padding)."""
+    items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
+    chunks = min(items, max_chunks)
+    for chunk in prange(chunks):
+        _contract_items(chunk * items // chunks, (chunk + 1) * items // chunks,
+                        src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+                        ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
+                        block_columns, block_first, block_count, column_identity, slot, slot_weight,
+                        affine, affine_base, affine_weight, weighted, zero, max_taps)
+
+
+@njit(nogil=True, cache=True)
+def _select_rows(start, stop, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+                 index0, index1, index2, index3, inner_identity):
+    """Rows ``start <= row < stop`` of ``_select``."""
+    n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
+    s0, s1, s2, s3 = src_strides[0], src_strides[1], src_strides[2], src_strides[3]
+    d0, d1, d2, d3 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3]
+    unit = inner_identity and s3 == 1 and d3 == 1
+    i2 = start % n2
+    rest = start // n2
+    i1 = rest % n1
+    i0 = rest // n1
+    for _ in range(start, stop):
+        base = src_offset + index0[i0] * s0 + index1[i1] * s1 + index2[i2] * s2
+        out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2
+        if unit:
+            b = np.uint64(base)
+            o = np.uint64(out)
+            for j in range(np.uint64(n3)):
+                dst[o + j] = src[b + j]
+        else:
+            for j in range(n3):
+                dst[np.uint64(out + j * d3)] = src[np.uint64(base + index3[j] * s3)]
+        i2 += 1
+        if i2 == n2:
+            i2 = 0
+            i1 += 1
+            if i1 == n1:
+                i1 = 0
+                i0 += 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _select(src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+            index0, index1, index2, index3, inner_identity, max_chunks):
+    """Nearest forward: ``dst[o] = src[index0[o0], ..., index3[o3]]``, copying raw bits."""
+    rows = dst_shape[0] * dst_shape[1] * dst_shape[2]
+    chunks = min(rows, max_chunks)
+    for chunk in prange(chunks):
+        _select_rows(chunk * rows // chunks, (chunk + 1) * rows // chunks,
+                     src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+                     index0, index1, index2, index3, inner_identity)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables. Small (one entry per index of one axis) and cached by content, so repeated calls with
+# the same geometry pay only a hash of the tap tables.
+
+def _is_identity(index: np.ndarray, weight: np.ndarray, n_in: int) -> bool:
+    """Whether forward taps ``(index, weight)`` are the identity (an axis that is not resampled)."""
+    n_out = index.shape[0]
+    return n_out == n_in and bool(np.all(index[:, 0] == np.arange(n_out))) and bool(np.all(weight[:, 0] == 1)) \
+        and bool(np.all(weight[:, 1] == 0))
+
+
+def _csr(index: np.ndarray, weight: np.ndarray, n_in: int, transpose: bool) -> tuple[np.ndarray, ...]:
+    """Destination index -> (source indices, weights) as CSR, zero weights dropped (SPEC 3.4):
+    the forward taps, or their transpose for the gradient."""
+    if transpose:
+        return transpose_taps(index, weight, n_in)
+    keep = weight != 0
+    ptr = np.zeros(index.shape[0] + 1, dtype=np.int64)
+    np.cumsum(keep.sum(axis=1), out=ptr[1:])
+    return ptr, index[keep].astype(np.int64), weight[keep].astype(np.float32)
+
+
+@lru_cache(maxsize=256)
+def _outer_table(index_bytes: bytes, weight_bytes: bytes, n_in: int, transpose: bool) -> tuple[np.ndarray, ...]:
+    index = np.frombuffer(index_bytes, dtype=np.int64).reshape(-1, 2)
+    weight = np.frombuffer(weight_bytes, dtype=np.float32).reshape(-1, 2)
+    return _csr(index, weight, n_in, transpose)
+
+
+@lru_cache(maxsize=256)
+def _column_table(index_bytes: bytes, weight_bytes: bytes, n_in: int, transpose: bool,
+                  block_columns: int) -> tuple[np.ndarray, ...]:
+    """Tables of the column axis: ``block_first, block_count, slot, slot_weight`` (see
+    ``_contract``) and ``affine, affine_base, affine_weight`` (see ``_affine_span``)."""
+    index = np.frombuffer(index_bytes, dtype=np.int64).reshape(-1, 2)
+    weight = np.frombuffer(weight_bytes, dtype=np.float32).reshape(-1, 2)
+    ptr, source, tap_weight = _csr(index, weight, n_in, transpose)
+    n_dst = ptr.size - 1
+    counts = np.diff(ptr)
+    blocks = -(-n_dst // block_columns)
+    tap_block = np.repeat(np.arange(n_dst) // block_columns, counts)
+    block_first = np.zeros(blocks, dtype=np.int64)
+    block_count = np.zeros(blocks, dtype=np.int64)
+    if source.size:
+        lo = np.full(blocks, np.iinfo(np.int64).max)
+        hi = np.full(blocks, -1)
+        np.minimum.at(lo, tap_block, source)
+        np.maximum.at(hi, tap_block, source)
+        read = hi >= 0
+        block_first[read] = lo[read]
+        block_count[read] = hi[read] - lo[read] + 1
+    slots = int(counts.max()) if n_dst else 0
+    slots = slots if slots <= 2 else -(-slots // 4) * 4  # the kernel sums 1, 2 or 4m slots
+    slot = np.zeros((n_dst, slots), dtype=np.uint32)
+    slot_weight = np.zeros((n_dst, slots), dtype=np.float32)
+    rank_in_row = np.arange(source.size) - np.repeat(ptr[:-1], counts)
+    columns = np.repeat(np.arange(n_dst), counts)
+    slot[columns, rank_in_row] = 1 + source - block_first[tap_block]
+    slot_weight[columns, rank_in_row] = tap_weight
+    return (block_first, block_count, slot, slot_weight) + _affine(ptr, source, tap_weight, block_columns)
+
+
+# Affine spans: the (phases, q) shapes _store_affine has loops for, and the shortest span worth one.
+_AFFINE_SHAPES = ((1, 2), (2, 1))
+_AFFINE_MIN_COLUMNS = 16
+
+
+def _affine(ptr: np.ndarray, source: np.ndarray, tap_weight: np.ndarray,
+            block_columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The longest run of destination columns ``j = phases * t + p`` whose sources are the
+    consecutive columns ``q * t + base[p] + k``, ``k < count_j <= 4`` (with two phases, one of
+    them may be empty throughout: it then reads, masked, where the other one does). Returns
+    ``affine = (phases, slots, lo, hi)`` (phases 0: none), ``base`` and ``weight[k, j]`` (0 for
+    padding slots)."""
+    n_dst = ptr.size - 1
+    counts = np.diff(ptr)
+    column = np.repeat(np.arange(n_dst), counts)
+    rank = np.arange(source.size) - np.repeat(ptr[:-1], counts)
+    first = np.zeros(n_dst, dtype=np.int64)
+    first[column[rank == 0]] = source[rank == 0]
+    consecutive = np.ones(n_dst, dtype=bool)
+    np.logical_and.at(consecutive, column, source - first[column] == rank)
+    real = (counts > 0) & (counts <= 4) & consecutive
+    best = (0, 0, 0, (0, 0))
+    for phases, q in _AFFINE_SHAPES:
+        if block_columns % phases:  # a column block must not split the phases of one t
+            continue
+        t, p = np.divmod(np.arange(n_dst), phases)
+        offset = first - q * t
+        base = [None] * phases
+        for phase in range(phases):
+            values, hits = np.unique(offset[real & (p == phase)], return_counts=True)
+            if values.size:
+                base[phase] = int(values[np.argmax(hits)])
+        match = real & (offset == np.array([-1 if b is None else b for b in base])[p]) \
+            & np.isin(p, [phase for phase in range(phases) if base[phase] is not None])
+        candidates = [(match, base)]
+        for empty in range(phases if phases == 2 else 0):
+            if base[1 - empty] is not None:
+                borrowed = list(base)
+                borrowed[empty] = base[1 - empty]
+                candidates.append((np.where(p == empty, counts == 0, match), borrowed))
+        for mask, bases in candidates:
+            lo, hi = _longest_run(mask, phases)
+            if hi - lo > best[1] - best[0]:
+                best = (lo, hi, phases, tuple(0 if b is None else b for b in bases))
+    lo, hi, phases, base = best
+    if hi - lo < _AFFINE_MIN_COLUMNS:
+        return np.zeros(4, np.int64), np.zeros(2, np.int64), np.zeros((2, n_dst), np.float32)
+    slots = 2 if counts[lo:hi].max() <= 2 else 4
+    weight = np.zeros((slots, n_dst), dtype=np.float32)
+    span = (column >= lo) & (column < hi)
+    weight[rank[span], column[span]] = tap_weight[span]
+    return np.array([phases, slots, lo, hi], np.int64), np.array(base + (0,) * (2 - len(base)), np.int64), weight
+
+
+def _longest_run(mask: np.ndarray, align: int) -> tuple[int, int]:
+    """The longest run ``[lo, hi)`` of True in ``mask`` with ``lo`` and ``hi`` multiples of ``align``."""
+    if align == 2:  # both columns of a pair must match
+        pairs = mask[: mask.size // 2 * 2].reshape(-1, 2).all(axis=1)
+        lo, hi = _longest_run(pairs, 1)
+        return 2 * lo, 2 * hi
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    if not starts.size:
+        return 0, 0
+    longest = int(np.argmax(stops - starts))
+    return int(starts[longest]), int(stops[longest])
+
+
+def _key(taps: tuple[np.ndarray, np.ndarray]) -> tuple[bytes, bytes]:
+    index, weight = taps
+    return np.ascontiguousarray(index, dtype=np.int64).tobytes(), np.ascontiguousarray(weight, dtype=np.float32).tobytes()
+
+
+def _identity_taps(n: int) -> tuple[np.ndarray, np.ndarray]:
+    index = np.repeat(np.arange(n, dtype=np.int64)[:, None], 2, axis=1)
+    weight = np.zeros((n, 2), dtype=np.float32)
+    weight[:, 0] = 1
+    return index, weight
+
+
+def _max_chunks() -> int:
+    return get_num_threads() * _CHUNKS_PER_THREAD
+
+
+def _pad(src: np.ndarray, dst: np.ndarray, taps: Taps) -> tuple[np.ndarray, np.ndarray, list]:
+    """Fixed rank 4: leading size-1 axes with identity taps."""
+    missing = RANK - dst.ndim
+    lead = (np.newaxis,) * missing
+    return src[lead], dst[lead], [_identity_taps(1)] * missing + list(taps)
+
+
+def _axis_order(dst: np.ndarray) -> list[int]:
+    """Outermost first; the innermost axis is dst's smallest stride among axes longer than 1."""
+    return sorted(range(dst.ndim), key=lambda d: (dst.shape[d] > 1, -abs(dst.strides[d])))
+
+
+def _flat(array: np.ndarray, bits: bool) -> tuple[np.ndarray, int, np.ndarray]:
+    if array.dtype == np.float16:
+        array = array.view(np.uint16)
+    elif bits:
+        array = array.view(np.uint32)
+    buffer, offset, strides = flat_view(array)
+    strides[np.array(array.shape) == 1] = 1  # size-1 axes: any stride; 1 keeps "packed" tests simple
+    return buffer, offset, strides
+
+
+def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool) -> None:
+    """``dst = J src`` (forward taps) or ``J^T src`` (``transpose``)."""
+    if not element_aligned(dst):
+        staged = np.empty(dst.shape, dst.dtype)
+        _run(src, staged, taps, transpose)
+        np.copyto(dst, staged)
+        return
+    src, dst, taps = _pad(aligned_input(src), dst, taps)
+    n_in = dst.shape if transpose else src.shape  # forward input sizes
+    identity = [_is_identity(*taps[d], n_in[d]) for d in range(RANK)]
+    order = _axis_order(dst)
+    # Role assignment (module docstring): a non-resampled innermost axis becomes the unit axis.
+    if identity[order[-1]] and dst.shape[order[-1]] > 1:
+        outer, column, unit = [None] + order[:2], order[2], order[3]
+    else:
+        outer, column, unit = order[:3], order[3], None
+    axes = [d for d in outer + [column, unit] if d is not None]
+    expand = tuple(np.newaxis if d is None else slice(None) for d in outer + [column, unit])
+    src_view = src.transpose(axes)[expand]
+    dst_view = dst.transpose(axes)[expand]
+    src_buf, src_offset, src_strides = _flat(src_view, bits=False)
+    dst_buf, dst_offset, dst_strides = _flat(dst_view, bits=False)
+    dst_shape = np.array(dst_view.shape, dtype=np.int64)
+    outer_tables = [_outer_table(*_key(taps[d]), n_in[d], transpose) if d is not None
+                    else _outer_table(*_key(_identity_taps(1)), 1, transpose) for d in outer]
+    units = int(dst_shape[4])
+    block_columns = max(1, _ROW_ELEMENTS // units)
+    block_first, block_count, slot, slot_weight, affine, affine_base, affine_weight = _column_table(
+        *_key(taps[column]), n_in[column], transpose, block_columns)
+    weighted = not (all(np.all(table[2] == 1) for table in outer_tables) and np.all(slot_weight[slot != 0] == 1))
+    max_taps = int(np.prod([np.diff(table[0]).max() for table in outer_tables]))
+    _contract(src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides, dst_shape,
+              *outer_tables[0], *outer_tables[1], *outer_tables[2],
+              block_columns, block_first, block_count, identity[column], slot, slot_weight,
+              affine, affine_base, affine_weight, bool(weighted), _GRADIENT_ZERO if transpose else _FORWARD_ZERO, max(1, max_taps), _max_chunks())
+
+
+def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+    """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
+    (SPEC 3.3/3.4); ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. Writes ``out`` in place."""
+    if all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps):
+        _select_nearest(x, out, taps)
+        return
+    _run(x, out, taps, transpose=False)
+
+
+def resample_backward(dy: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+    """``out = J^T dy`` (SPEC 3.6) for the forward taps ``taps``, computed as a gather."""
+    _run(dy, out, taps, transpose=True)
+
+
+def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+    if not element_aligned(out):
+        staged = np.empty(out.shape, out.dtype)
+        _select_nearest(x, staged, taps)
+        np.copyto(out, staged)
+        return
+    x, out, taps = _pad(aligned_input(x), out, taps)
+    order = _axis_order(out)
+    src_buf, src_offset, src_strides = _flat(x.transpose(order), bits=True)
+    dst_buf, dst_offset, dst_strides = _flat(out.transpose(order), bits=True)
+    dst_shape = np.array([out.shape[d] for d in order], dtype=np.int64)
+    indices = [np.ascontiguousarray(taps[d][0][:, 0], dtype=np.int64) for d in order]
+    inner_identity = _is_identity(*taps[order[-1]], x.shape[order[-1]])
+    _select(src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides, dst_shape, *indices,
+            inner_identity, _max_chunks())

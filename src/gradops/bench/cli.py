@@ -1,0 +1,59 @@
+"""``gradops bench``: suite S1 against PyTorch, TensorFlow and JAX (benchmarks/README.md).
+
+Imports nothing heavy: workers do the work in their own processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import GradopsError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .runners import PEERS
+    from .suite import WORKLOAD_IDS
+
+    parser.add_argument("--only", nargs="+", metavar="ID", choices=WORKLOAD_IDS,
+                        help=f"only these workloads ({' '.join(WORKLOAD_IDS)})")
+    parser.add_argument("--peers", nargs="*", metavar="PEER", choices=tuple(PEERS), default=None,
+                        help=f"peers to run (default: all installed of {' '.join(PEERS)}); none for gradops only")
+    parser.add_argument("--reps", type=int, default=7, help="timed calls per variant (at least 7 for a "
+                        "real measurement; default 7)")
+    parser.add_argument("--quick", action="store_true", help="small shapes with the same parameters "
+                        "(tests, smoke runs)")
+    parser.add_argument("--json", metavar="FILE", help="write the full results (every variant, every call)")
+    parser.add_argument("--png", metavar="FILE", help="bar chart of gradops / fastest peer (needs matplotlib)")
+    parser.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="per worker process")
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .orchestrate import Options, run_suite
+    from .report import chart, notes, tables
+    from .runners import PEERS
+    from .suite import WORKLOAD_IDS
+
+    if args.reps < 1:
+        raise GradopsError("--reps", f"expected at least 1, got {args.reps}")
+    options = Options(workloads=args.only or WORKLOAD_IDS,
+                      peers=list(PEERS) if args.peers is None else list(dict.fromkeys(args.peers)),
+                      reps=args.reps, quick=args.quick, timeout_s=args.timeout)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    status = Console(stderr=True, highlight=False)
+    report = run_suite(options, progress=lambda message: status.print(f"[dim]bench: {message}[/dim]"))
+    for table in tables(report):
+        console.print(table)
+    for line in notes(report):
+        console.print(line, markup=False)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=1)
+        console.print(f"wrote {args.json}")
+    if args.png:
+        chart(report, args.png)
+        console.print(f"wrote {args.png}")
+    return 0

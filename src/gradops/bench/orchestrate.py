@@ -1,0 +1,115 @@
+"""Run suite S1: one worker process per (contender, workload), collected into one report dict.
+
+Per workload: a ``reference`` worker saves gradops' reference-backend result to a temporary
+``.npy`` (computed once), then gradops and each selected peer run in turn, each in a fresh
+process with 2 threads, and check themselves against that file. The machine's bandwidth and
+matmul rate are measured first, in the same run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .report import summarise
+from .runners import GRADOPS, PEERS, RUNNERS, THREADS
+from .suite import suite
+
+# Thread pools of BLAS, OpenMP and numba (the env vars are read when each library loads).
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Options:
+    workloads: Sequence[str]
+    peers: Sequence[str]
+    reps: int = 7
+    quick: bool = False
+    timeout_s: float = 1800.0
+
+
+def worker_env(peer: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({name: str(THREADS) for name in THREAD_ENV_VARS})
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if peer in RUNNERS:
+        env.update(RUNNERS[peer].env)
+    return env
+
+
+def run_worker(peer: str, options: Options, *, workload: str | None = None,
+               ref: Path | None = None) -> dict[str, Any]:
+    """Run one worker process and return its JSON record (or an ``error`` record saying why not)."""
+    command = [sys.executable, "-m", "gradops.bench.worker", "--peer", peer, "--reps", str(options.reps)]
+    if workload:
+        command += ["--workload", workload]
+    if ref is not None:
+        command += ["--ref", str(ref)]
+    if options.quick:
+        command.append("--quick")
+    try:
+        process = subprocess.run(command, capture_output=True, text=True, env=worker_env(peer),
+                                 timeout=options.timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "reason": f"worker timed out after {options.timeout_s:.0f} s"}
+    lines = process.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        errors = [line for line in process.stderr.strip().splitlines() if line.strip()]
+        tail = errors[-1] if errors else "no output"
+        return {"status": "error", "reason": f"worker exited with status {process.returncode}: {tail}"}
+
+
+def run_suite(options: Options, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    workloads = suite(options.quick)
+    progress("measuring memory bandwidth and matmul rate")
+    machine = run_worker("machine", options)
+    report: dict[str, Any] = {
+        "suite": "S1", "quick": options.quick, "reps": options.reps, "threads": THREADS,
+        "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": {"python": platform.python_version(), "machine": platform.machine(),
+                     "processor": _cpu_name(), "cpus": os.cpu_count()},
+        "machine": machine,
+        "peers": {name: {"label": peer.label, "installed": peer.installed(), "selected": name in options.peers}
+                  for name, peer in PEERS.items()},
+        "workloads": [],
+    }
+    for workload_id in options.workloads:
+        workload = workloads[workload_id]
+        entry: dict[str, Any] = workload.describe() | {"bytes_moved": workload.bytes_moved(),
+                                                       "flops": workload.flops(),
+                                                       "tolerance": workload.tolerance}
+        with tempfile.TemporaryDirectory(prefix="gradops-bench-") as tmp:
+            ref = Path(tmp) / "reference.npy"
+            progress(f"{workload_id}: reference")
+            entry["reference"] = run_worker("reference", options, workload=workload_id, ref=ref)
+            checked_against = ref if entry["reference"]["status"] == "ok" else None
+            entry["results"] = {}
+            for name in (GRADOPS.name, *options.peers):
+                if not RUNNERS[name].installed():
+                    entry["results"][name] = {"status": "skipped", "reason": "not installed"}
+                    continue
+                progress(f"{workload_id}: {name}")
+                entry["results"][name] = run_worker(name, options, workload=workload_id, ref=checked_against)
+        entry["summary"] = summarise(entry, machine)
+        report["workloads"].append(entry)
+    return report
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

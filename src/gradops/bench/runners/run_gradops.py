@@ -1,0 +1,52 @@
+"""gradops on its default backend (``fast`` when numba is installed), with fresh and ``out=`` outputs.
+
+Resample runs on NCHW arrays and on channels_last views (logical NCHW, NHWC memory); depthwise
+runs in its workload's ``data_format``. The first variant is a fresh-output call in the
+canonical layout, so its cold call is the first call a user makes in a new process.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..suite import (NCHW_TO_NHWC, NHWC_TO_NCHW, DepthwiseWorkload, Output, ResampleGradWorkload, Variant,
+                     Workload)
+
+
+def setup() -> dict[str, Any]:
+    # numba is not imported here: loading it and the kernel cache belongs to the cold call.
+    import gradops
+    from gradops._backend import resolve_backend
+
+    return {"version": gradops.__version__, "backend": resolve_backend(None),
+            "threads": os.environ.get("NUMBA_NUM_THREADS")}
+
+
+def variants(workload: Workload, inputs: dict[str, np.ndarray]) -> list[Variant]:
+    if isinstance(workload, ResampleGradWorkload):
+        layouts = ["NCHW", "channels_last"]
+    elif isinstance(workload, DepthwiseWorkload):
+        layouts = [workload.data_format]
+    else:
+        layouts = ["contiguous"]
+    return [Variant(layout, output, partial(_prepare, workload, inputs, layout, output))
+            for layout in layouts for output in ("fresh", "out")]
+
+
+def _channels_last(array: np.ndarray) -> np.ndarray:
+    """The same logical NCHW array, stored NHWC."""
+    return np.ascontiguousarray(array.transpose(NCHW_TO_NHWC)).transpose(NHWC_TO_NCHW)
+
+
+def _prepare(workload: Workload, inputs: dict[str, np.ndarray], layout: str, output: Output):
+    arrays = {name: _channels_last(a) if layout == "channels_last" else a for name, a in inputs.items()}
+    if output == "fresh":
+        return partial(workload.run_gradops, arrays), np.asarray
+    out = np.full(workload.result_shape(), np.nan, dtype=workload.dtype)
+    if layout == "channels_last":
+        out = _channels_last(out)
+    return partial(workload.run_gradops, arrays, out=out), np.asarray

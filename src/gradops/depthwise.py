@@ -1,0 +1,625 @@
+"""TensorFlow depthwise convolution family (SPEC section 5): ``DepthwiseConv2dNative`` and its
+gradients ``DepthwiseConv2dNativeBackpropInput`` and ``DepthwiseConv2dNativeBackpropFilter``.
+
+Arguments and attributes are those of ``tf.raw_ops``. The math is the scatter form of SPEC 5.4,
+a true correlation (no filter flip) with zero padding::
+
+    Y[b, oy, ox, c*M + m] = sum_{ky,kx} X[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
+
+BackpropInput and BackpropFilter are its exact adjoints with respect to X and F.
+
+Where gradops departs from TensorFlow's CPU kernels (SPEC 0.9 and 5.6, [DECISION]):
+
+* ``data_format="NCHW"`` is supported (TF's CPU kernels raise Unimplemented).
+* ``dilations`` are honoured, as ``tf.nn.depthwise_conv2d`` does. TF's raw forward kernel rejects
+  them, and its raw BackpropInput / BackpropFilter silently compute the dilation-1 result.
+* Unequal row and column strides are accepted; TF rejects them ("Current implementation only
+  supports equal length strides in the row and column dimensions.").
+* float16 and bfloat16 accumulate in float32 and round once (TF's CPU forward and
+  BackpropFilter accumulate in half). The reference backend accumulates everything in float64
+  and rounds once to the output type.
+* ``input_sizes`` / ``filter_sizes``: 4 ints, as a sequence of Python (or NumPy) integers or a
+  1-D int32 array. Other arrays, int64 included, are rejected: TF registers these inputs as
+  int32 and rejects int64 tensors (its eager mode converts int64 NumPy arrays silently).
+* Every integer attribute must fit an int32, as TF requires for ``strides``; TF also accepts
+  larger ``explicit_paddings``.
+* Non-integer strides, dilations or paddings are rejected (TF's Python layer truncates floats).
+
+Like TF, empty tensors are legal: a zero batch, depth, multiplier or filter size, and a VALID
+output size that truncates to 0 (SPEC 5.3). A sum over no taps is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ._arrays import dtype_names, prepare_out
+from ._backend import resolve_backend
+from .errors import DataTypeError, DescriptorError, ShapeError
+from .registry import OpInfo, load_data
+
+__all__ = [
+    "depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
+    "depthwise_conv2d_native_backprop_filter", "DepthwiseConv2dNativeDesc",
+    "DepthwiseConv2dNativeBackpropInputDesc", "DepthwiseConv2dNativeBackpropFilterDesc",
+    "DepthwiseGeometry", "DEPTHWISE_DTYPES",
+]
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+DEPTHWISE_DTYPES = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64))
+# TensorFlow's names for T (SPEC 5.1), also accepted by the descriptors and `gradops run`.
+_TF_TYPE_NAMES = {"half": np.dtype(np.float16), "bfloat16": BFLOAT16, "float": np.dtype(np.float32),
+                  "double": np.dtype(np.float64)}
+_TF_TYPE_LIST = "half, bfloat16, float, double"
+_PADDINGS = ("SAME", "VALID", "EXPLICIT")
+_DATA_FORMATS = ("NHWC", "NCHW")
+_INT32_MAX = 2**31 - 1
+_MAX_BYTES = np.iinfo(np.intp).max
+
+
+# --- attribute and argument checks ---------------------------------------------------------
+
+def tf_dtype(value: Any, field: str = "T") -> np.dtype:
+    """T as a NumPy dtype, from a dtype-like or a TF type name ("half", "float", ...)."""
+    dtype: np.dtype | None = None
+    if isinstance(value, str):
+        dtype = _TF_TYPE_NAMES.get(value)
+    if dtype is None and value is not None:  # np.dtype(None) is float64
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError):
+            dtype = None
+    if dtype is None or dtype not in DEPTHWISE_DTYPES:  # `None in DEPTHWISE_DTYPES` is True (== float64)
+        raise DataTypeError(field, f"Value for attr 'T' of {value!r} is not in the list of allowed values: "
+                            f"{_TF_TYPE_LIST} (float16, bfloat16, float32, float64)")
+    return dtype
+
+
+def _quoted(value: Any) -> str:
+    """A string attribute value as TF's messages quote it ("same"); anything else as repr."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def _int_list(field: str, value: Any, length_message: str) -> tuple[int, ...]:
+    """A list attribute of exactly 4 integers (strides, dilations)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise DescriptorError.expected(field, "a list of 4 integers", value)
+    items = list(value)
+    if len(items) != 4:
+        raise DescriptorError(field, f"{length_message}, got {len(items)} values")
+    return tuple(_int32(f"{field}[{i}]", v, field) for i, v in enumerate(items))
+
+
+def _int32(field: str, value: Any, attr: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise DescriptorError.expected(field, "an integer", value)
+    value = int(value)
+    if not -_INT32_MAX - 1 <= value <= _INT32_MAX:
+        raise DescriptorError(field, f"Attr {attr} has value {value} out of range for an int32")
+    return value
+
+
+def _check_tensor(name: str, value: Any, prefix: str, dtype: np.dtype | None = None) -> np.ndarray:
+    """A 4-D array of a depthwise dtype (``dtype`` when T is known). Zero sizes are legal in TF.
+    Lists are refused: they carry no dtype, and gradops never converts behind the caller's back."""
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (list, tuple)) or np.isscalar(value):
+            raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(DEPTHWISE_DTYPES)}", value)
+        try:
+            value = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - any failure to convert is the user's argument
+            raise DataTypeError.expected(name, "a NumPy array", value) from exc
+    if value.dtype not in DEPTHWISE_DTYPES:
+        raise DataTypeError(f"{name}.dtype", f"Value for attr 'T' of {value.dtype} is not in the list of "
+                            f"allowed values: {_TF_TYPE_LIST} (float16, bfloat16, float32, float64)")
+    if dtype is not None and value.dtype != dtype:
+        raise DataTypeError.expected(f"{name}.dtype", f"{dtype.name} (T: all tensors share one dtype)",
+                                     str(value.dtype))
+    if value.ndim != 4:
+        raise ShapeError(f"{name}.ndim", f"{prefix}{name} must be 4-dimensional, got shape {list(value.shape)}")
+    return value
+
+
+def _check_sizes(name: str, value: Any, prefix: str, what: str) -> tuple[int, ...]:
+    """``input_sizes`` / ``filter_sizes``: 4 non-negative int32 values (SPEC 5.1)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype != np.int32:
+            raise DataTypeError.expected(f"{name}.dtype", "int32 (TensorFlow registers this input as int32 "
+                                         "and rejects int64 tensors)", str(value.dtype))
+        if value.ndim != 1:
+            raise ShapeError(f"{name}.ndim", f"{name} input must be 1-dim, not {value.ndim}")
+        items = value.tolist()
+    elif isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise DataTypeError.expected(name, "4 integers (a sequence of ints or a 1-D int32 array)", value)
+    else:
+        items = list(value)
+    for i, v in enumerate(items):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise DataTypeError.expected(f"{name}[{i}]", "an integer", v)
+    if len(items) != 4:
+        raise ShapeError(name, f"{prefix}{what} must be 4-dimensional, got {len(items)} values")
+    for i, v in enumerate(items):
+        if v < 0:
+            raise ShapeError(f"{name}[{i}]", f"Dimension {i} of {name} must be >= 0, got {int(v)}")
+        if v > _INT32_MAX:
+            raise ShapeError.expected(f"{name}[{i}]", "a value that fits an int32", int(v))
+    return tuple(int(v) for v in items)
+
+
+def _window(size: int, filter_size: int, stride: int, dilation: int, padding: str,
+            explicit: tuple[int, int], field: str) -> tuple[int, int, int]:
+    """Output size and (before, after) pads along one spatial dim: TensorFlow's
+    ``GetWindowedOutputSizeVerbose`` (SPEC 5.3)."""
+    effective = (filter_size - 1) * dilation + 1
+    if padding == "SAME":
+        out = (size + stride - 1) // stride
+        need = max(0, (out - 1) * stride + effective - size)
+        before, after = need // 2, need - need // 2  # the odd element goes after (bottom/right)
+    else:
+        before, after = explicit
+        numerator = size + before + after - effective + stride
+        out = abs(numerator) // stride * (1 if numerator >= 0 else -1)  # C++ division truncates
+    if out < 0:
+        raise ShapeError(field, f"Computed output size would be negative: {out} [input_size: {size}, "
+                         f"effective_filter_size: {effective}, stride: {stride}]")
+    return out, before, after
+
+
+@dataclass(frozen=True)
+class DepthwiseGeometry:
+    """The sizes and pads of one call (SPEC 5.2, 5.3), named in NHWC terms."""
+
+    batch: int
+    in_height: int
+    in_width: int
+    channels: int
+    filter_height: int
+    filter_width: int
+    multiplier: int
+    out_height: int
+    out_width: int
+    pad_top: int
+    pad_bottom: int
+    pad_left: int
+    pad_right: int
+
+    def input_shape(self, data_format: str) -> tuple[int, int, int, int]:
+        return _in_format((self.batch, self.in_height, self.in_width, self.channels), data_format)
+
+    def output_shape(self, data_format: str) -> tuple[int, int, int, int]:
+        return _in_format((self.batch, self.out_height, self.out_width, self.channels * self.multiplier),
+                          data_format)
+
+    @property
+    def filter_shape(self) -> tuple[int, int, int, int]:
+        return self.filter_height, self.filter_width, self.channels, self.multiplier
+
+
+def _in_format(nhwc: tuple[int, int, int, int], data_format: str) -> tuple[int, int, int, int]:
+    n, h, w, c = nhwc
+    return (n, c, h, w) if data_format == "NCHW" else (n, h, w, c)
+
+
+def _nhwc_view(array: np.ndarray, data_format: str) -> np.ndarray:
+    """The NHWC-indexed view of a data_format array (no copy): what the kernels take."""
+    return array.transpose(0, 2, 3, 1) if data_format == "NCHW" else array
+
+
+# --- descriptors -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _DepthwiseDesc:
+    """The attributes shared by the three ops (SPEC 5.1), validated and normalised on
+    construction. A descriptor is immutable and can run any number of calls."""
+
+    T: Any
+    strides: Sequence[int]
+    padding: str
+    explicit_paddings: Sequence[int] = ()
+    data_format: str = "NHWC"
+    dilations: Sequence[int] = (1, 1, 1, 1)
+
+    OPERATOR: ClassVar[str]
+    ERROR_PREFIX: ClassVar[str]  # TensorFlow's prefix for shape errors of this op
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "T", tf_dtype(self.T))
+        if not isinstance(self.data_format, str) or self.data_format not in _DATA_FORMATS:
+            raise DescriptorError("data_format", f"Value for attr 'data_format' of {_quoted(self.data_format)} is "
+                                  'not in the list of allowed values: "NHWC", "NCHW"')
+        if not isinstance(self.padding, str) or self.padding not in _PADDINGS:
+            raise DescriptorError("padding", f"Value for attr 'padding' of {_quoted(self.padding)} is not in the "
+                                  'list of allowed values: "SAME", "VALID", "EXPLICIT"')
+        batch_depth = (0, self.data_format.index("C"))
+        strides = _int_list("strides", self.strides, "Sliding window strides field must specify 4 dimensions")
+        for i, s in enumerate(strides):
+            if s <= 0:
+                raise DescriptorError(f"strides[{i}]", f"Stride must be > 0, but got {s}")
+        if any(strides[i] != 1 for i in batch_depth):
+            raise DescriptorError("strides", "Current implementation does not yet support strides in the batch "
+                                  f"and depth dimensions. (got {list(strides)}, {self.data_format} order)")
+        dilations = _int_list("dilations", self.dilations, "Sliding window dilations field must specify 4 "
+                              "dimensions")
+        for i, d in enumerate(dilations):
+            if d <= 0:
+                raise DescriptorError(f"dilations[{i}]", f"Dilated rates should be larger than 0. (got {d})")
+        if any(dilations[i] != 1 for i in batch_depth):
+            raise DescriptorError("dilations", "Current implementation does not yet support dilations in the "
+                                  f"batch and depth dimensions. (got {list(dilations)}, {self.data_format} order)")
+        set_(self, "strides", strides)
+        set_(self, "dilations", dilations)
+        set_(self, "explicit_paddings", self._check_explicit_paddings(batch_depth))
+
+    def _check_explicit_paddings(self, batch_depth: tuple[int, int]) -> tuple[int, ...]:
+        value = self.explicit_paddings
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise DescriptorError.expected("explicit_paddings", "a list of 8 integers", value)
+        items = list(value)
+        if self.padding != "EXPLICIT":
+            if items:
+                raise DescriptorError("explicit_paddings", "explicit_paddings attribute must be empty if the "
+                                      f"padding attribute is not EXPLICIT (padding is {self.padding!r})")
+            return ()
+        if len(items) != 8:
+            raise DescriptorError("explicit_paddings", "explicit_paddings attribute must contain 8 values, "
+                                  f"but got: {len(items)}")
+        pads = tuple(_int32(f"explicit_paddings[{i}]", v, "explicit_paddings")
+                     for i, v in enumerate(items))
+        for i, p in enumerate(pads):
+            if p < 0:
+                raise DescriptorError(f"explicit_paddings[{i}]", "All elements of explicit_paddings must be "
+                                      f"nonnegative, got {p}")
+        if any(pads[2 * d] or pads[2 * d + 1] for d in batch_depth):
+            raise DescriptorError("explicit_paddings", "Nonzero explicit padding in the batch or depth dimensions "
+                                  f"is not supported (got {list(pads)}, {self.data_format} order)")
+        return pads
+
+    @property
+    def _spatial_axes(self) -> tuple[int, int]:
+        return (2, 3) if self.data_format == "NCHW" else (1, 2)
+
+    @property
+    def _kernel_attrs(self) -> tuple[int, int, int, int]:
+        """(stride_h, stride_w, dil_h, dil_w), in the argument order of the kernels."""
+        h, w = self._spatial_axes
+        return self.strides[h], self.strides[w], self.dilations[h], self.dilations[w]
+
+    def _geometry(self, input_shape: tuple[int, ...], input_name: str, filter_shape: tuple[int, ...],
+                  filter_name: str, out_backprop_shape: tuple[int, ...] | None) -> DepthwiseGeometry:
+        """Check that the shapes agree with each other and the attributes, and compute the output
+        sizes and pads (SPEC 5.2, 5.3, 5.5). Shapes are in data_format order."""
+        prefix = self.ERROR_PREFIX
+        h_axis, w_axis = self._spatial_axes
+        c_axis = self.data_format.index("C")
+        batch, height, width, channels = (input_shape[a] for a in (0, h_axis, w_axis, c_axis))
+        filter_height, filter_width, filter_channels, multiplier = filter_shape
+        if out_backprop_shape is not None and out_backprop_shape[0] != batch:
+            raise ShapeError("out_backprop.shape[0]", f"{prefix}input and out_backprop must have the same batch "
+                             f"size ({out_backprop_shape[0]} vs {input_name}[0] = {batch})")
+        if filter_channels != channels:
+            what = "in_depth" if out_backprop_shape is not None else f"depth: {channels} vs {filter_channels}"
+            raise ShapeError(f"{filter_name}[2]", f"{prefix}input and filter must have the same {what} "
+                             f"({input_name}[{c_axis}] = {channels}, {filter_name}[2] = {filter_channels})")
+        if out_backprop_shape is not None and out_backprop_shape[c_axis] != channels * multiplier:
+            raise ShapeError(f"out_backprop.shape[{c_axis}]", f"{prefix}depth_multiplier * in_depth not equal "
+                             f"to out_depth ({multiplier} * {channels} != {out_backprop_shape[c_axis]})")
+        stride_h, stride_w, dil_h, dil_w = self._kernel_attrs
+        pads = self.explicit_paddings or (0,) * 8
+        out_h, pad_top, pad_bottom = _window(height, filter_height, stride_h, dil_h, self.padding,
+                                             pads[2 * h_axis: 2 * h_axis + 2], f"{input_name}[{h_axis}]")
+        out_w, pad_left, pad_right = _window(width, filter_width, stride_w, dil_w, self.padding,
+                                             pads[2 * w_axis: 2 * w_axis + 2], f"{input_name}[{w_axis}]")
+        if out_backprop_shape is not None:
+            for axis, dim, computed in ((h_axis, "rows", out_h), (w_axis, "cols", out_w)):
+                if out_backprop_shape[axis] != computed:
+                    raise ShapeError(f"out_backprop.shape[{axis}]", f"{prefix}Number of {dim} of out_backprop "
+                                     f"doesn't match computed: actual = {out_backprop_shape[axis]}, "
+                                     f"computed = {computed}")
+        return DepthwiseGeometry(batch, height, width, channels, filter_height, filter_width, multiplier,
+                                 out_h, out_w, pad_top, pad_bottom, pad_left, pad_right)
+
+    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        if math.prod(shape) * self.T.itemsize > _MAX_BYTES:
+            raise ShapeError.expected("out.shape", "a result small enough to address", shape)
+        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs)
+
+    def _run(self, kernel: str, operands: tuple[np.ndarray, ...], out: np.ndarray, geometry: DepthwiseGeometry,
+             backend: str) -> None:
+        """Run ``kernel`` (a name in ``gradops._fast.depthwise`` and ``_REFERENCE``) on NHWC views."""
+        if out.size == 0:
+            return
+        if any(operand.size == 0 for operand in operands):
+            out[...] = 0  # a sum over no taps (e.g. a 0-size filter or an empty out_backprop), as TF
+            return
+        args = (*self._kernel_attrs, geometry.pad_top, geometry.pad_left)
+        if backend == "fast":
+            from ._fast import depthwise as fast
+
+            getattr(fast, kernel)(*operands, out, *args)
+        else:
+            _REFERENCE[kernel](*operands, out, *args)
+
+
+@dataclass(frozen=True)
+class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
+    """``tf.raw_ops.DepthwiseConv2dNative`` attributes; call it with ``(input, filter)``."""
+
+    OPERATOR = "DepthwiseConv2dNative"
+    ERROR_PREFIX = ""
+
+    def geometry(self, input_shape: Sequence[int], filter_shape: Sequence[int]) -> DepthwiseGeometry:
+        return self._geometry(tuple(input_shape), "input.shape", tuple(filter_shape), "filter.shape", None)
+
+    def __call__(self, input: np.ndarray, filter: np.ndarray, *, out: np.ndarray | None = None,
+                 backend: str | None = None) -> np.ndarray:
+        x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
+        filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
+        geometry = self.geometry(x.shape, filt.shape)
+        backend = resolve_backend(backend)
+        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt})
+        self._run("conv_forward", (_nhwc_view(x, self.data_format), filt), _nhwc_view(out, self.data_format),
+                  geometry, backend)
+        return out
+
+
+@dataclass(frozen=True)
+class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
+    """``tf.raw_ops.DepthwiseConv2dNativeBackpropInput`` attributes; call it with
+    ``(input_sizes, filter, out_backprop)``."""
+
+    OPERATOR = "DepthwiseConv2dNativeBackpropInput"
+    ERROR_PREFIX = "DepthwiseConv2DBackpropInput: "
+
+    def geometry(self, input_sizes: Any, filter_shape: Sequence[int],
+                 out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
+        sizes = _check_sizes("input_sizes", input_sizes, self.ERROR_PREFIX, "input")
+        return self._geometry(sizes, "input_sizes", tuple(filter_shape), "filter.shape", tuple(out_backprop_shape))
+
+    def __call__(self, input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray, *,
+                 out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
+        filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
+        dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
+        geometry = self.geometry(input_sizes, filt.shape, dy.shape)
+        backend = resolve_backend(backend)
+        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy})
+        self._run("backprop_input", (_nhwc_view(dy, self.data_format), filt), _nhwc_view(out, self.data_format),
+                  geometry, backend)
+        return out
+
+
+@dataclass(frozen=True)
+class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
+    """``tf.raw_ops.DepthwiseConv2dNativeBackpropFilter`` attributes; call it with
+    ``(input, filter_sizes, out_backprop)``."""
+
+    OPERATOR = "DepthwiseConv2dNativeBackpropFilter"
+    ERROR_PREFIX = "DepthwiseConv2DBackpropFilter: "
+
+    def geometry(self, input_shape: Sequence[int], filter_sizes: Any,
+                 out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
+        sizes = _check_sizes("filter_sizes", filter_sizes, self.ERROR_PREFIX, "filter")
+        return self._geometry(tuple(input_shape), "input.shape", sizes, "filter_sizes", tuple(out_backprop_shape))
+
+    def __call__(self, input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray, *,
+                 out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
+        x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
+        dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
+        geometry = self.geometry(x.shape, filter_sizes, dy.shape)
+        backend = resolve_backend(backend)
+        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy})
+        self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
+                  geometry, backend)
+        return out
+
+
+# --- NumPy-level functions (tf.raw_ops signatures) ------------------------------------------
+
+def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequence[int], padding: str, *,
+                            explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
+                            dilations: Sequence[int] = (1, 1, 1, 1), out: np.ndarray | None = None,
+                            backend: str | None = None) -> np.ndarray:
+    """``tf.raw_ops.DepthwiseConv2dNative``: the forward depthwise correlation (SPEC 5.4).
+
+    ``input`` is ``[N, H, W, C]`` (NHWC) or ``[N, C, H, W]`` (NCHW), ``filter`` ``[fh, fw, C, M]``
+    in both layouts; the result is ``[N, OH, OW, C*M]`` or ``[N, C*M, OH, OW]`` with output channel
+    ``c*M + m``. ``strides``, ``dilations`` and ``explicit_paddings`` are in data_format order.
+    ``padding``: "SAME" (the odd pad goes after), "VALID" or "EXPLICIT" (SPEC 5.3). T, the dtype
+    of ``input``, is float16, bfloat16, float32 or float64, and ``filter`` must match it.
+    Unlike TF's CPU kernel, NCHW, dilations and unequal row/column strides are accepted.
+    """
+    T = _check_tensor("input", input, "").dtype
+    desc = DepthwiseConv2dNativeDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    return desc(input, filter, out=out, backend=backend)
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray,
+                                           strides: Sequence[int], padding: str, *,
+                                           explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
+                                           dilations: Sequence[int] = (1, 1, 1, 1), out: np.ndarray | None = None,
+                                           backend: str | None = None) -> np.ndarray:
+    """``tf.raw_ops.DepthwiseConv2dNativeBackpropInput``: dX, the exact adjoint of the forward op
+    with respect to its input (SPEC 5.4), of shape ``input_sizes``.
+
+    ``input_sizes``: 4 ints in data_format order (a sequence of ints or a 1-D int32 array; int64
+    arrays are rejected, as TF rejects int64 tensors). ``filter`` ``[fh, fw, C, M]`` and
+    ``out_backprop`` (shaped like the forward output) share T: float16, bfloat16, float32 or
+    float64. Half types accumulate in float32 and round once (SPEC 5.6). Unlike TF's CPU
+    kernel, NCHW, dilations (honoured, not ignored) and unequal row/column strides are accepted.
+    """
+    T = _check_tensor("filter", filter, DepthwiseConv2dNativeBackpropInputDesc.ERROR_PREFIX).dtype
+    desc = DepthwiseConv2dNativeBackpropInputDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    return desc(input_sizes, filter, out_backprop, out=out, backend=backend)
+
+
+def depthwise_conv2d_native_backprop_filter(input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray,
+                                            strides: Sequence[int], padding: str, *,
+                                            explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
+                                            dilations: Sequence[int] = (1, 1, 1, 1), out: np.ndarray | None = None,
+                                            backend: str | None = None) -> np.ndarray:
+    """``tf.raw_ops.DepthwiseConv2dNativeBackpropFilter``: dF ``[fh, fw, C, M]``, the exact adjoint
+    of the forward op with respect to its filter (SPEC 5.4).
+
+    ``filter_sizes``: 4 ints ``[fh, fw, C, M]`` (a sequence of ints or a 1-D int32 array).
+    ``input`` and ``out_backprop`` share T: float16, bfloat16, float32 or float64; half types
+    accumulate in float32 and round once. NCHW, dilations and unequal strides are accepted.
+    """
+    T = _check_tensor("input", input, DepthwiseConv2dNativeBackpropFilterDesc.ERROR_PREFIX).dtype
+    desc = DepthwiseConv2dNativeBackpropFilterDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    return desc(input, filter_sizes, out_backprop, out=out, backend=backend)
+
+
+# --- reference backend: one strided multiply-accumulate per filter tap, in float64 -------------
+
+def _tap_span(tap: int, in_size: int, out_size: int, stride: int, dilation: int,
+              pad_before: int) -> tuple[slice, slice] | None:
+    """The output positions ``o`` that filter tap ``tap`` connects to an input position
+    ``i = o*stride - pad_before + tap*dilation`` inside ``[0, in_size)`` (SPEC 5.4), as an output
+    slice and the matching strided input slice; None if every such input is padding."""
+    offset = tap * dilation - pad_before
+    first = max(0, -(offset // stride))  # ceil(-offset / stride)
+    last = min(out_size - 1, (in_size - 1 - offset) // stride)
+    if last < first:
+        return None
+    start = first * stride + offset
+    return slice(first, last + 1), slice(start, start + (last - first) * stride + 1, stride)
+
+
+def _taps(filter_height: int, filter_width: int, in_hw: tuple[int, int], out_hw: tuple[int, int],
+          stride_h: int, stride_w: int, dil_h: int, dil_w: int, pad_top: int, pad_left: int):
+    """Yield ``(ky, kx, (out_rows, out_cols), (in_rows, in_cols))`` for every tap that touches
+    the input."""
+    for ky in range(filter_height):
+        rows = _tap_span(ky, in_hw[0], out_hw[0], stride_h, dil_h, pad_top)
+        if rows is None:
+            continue
+        for kx in range(filter_width):
+            cols = _tap_span(kx, in_hw[1], out_hw[1], stride_w, dil_w, pad_left)
+            if cols is not None:
+                yield ky, kx, (rows[0], cols[0]), (rows[1], cols[1])
+
+
+def round_once(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float64 -> ``dtype`` with a single rounding to nearest even (SPEC 5.6).
+
+    NumPy rounds float64 to float16 and float32 directly, but ml_dtypes converts float64 to
+    bfloat16 through float32 (two roundings). So bfloat16 goes through float32 rounded to odd,
+    which has enough spare bits to make the final rounding exact (Boldo and Melquiond, 2008).
+    """
+    if dtype != BFLOAT16:
+        return values.astype(dtype)
+    narrow = values.astype(np.float32)
+    inexact = narrow != values
+    away_from_zero = inexact & (np.abs(narrow) > np.abs(values))
+    # Sign-magnitude bits: subtracting one moves toward zero (truncation); then force the last bit odd.
+    bits = (narrow.view(np.uint32) - away_from_zero.astype(np.uint32)) | inexact.astype(np.uint32)
+    return bits.view(np.float32).astype(BFLOAT16)
+
+
+def _as_float64(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def _reference_conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
+                            dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
+    batch, height, width, channels = x.shape
+    filter_height, filter_width, _, multiplier = filt.shape
+    _, out_h, out_w, _ = out.shape
+    x64, f64 = _as_float64(x), _as_float64(filt)
+    acc = np.zeros((batch, out_h, out_w, channels, multiplier))
+    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
+            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
+            pad_top, pad_left):
+        acc[:, out_rows, out_cols] += x64[:, in_rows, in_cols, :, None] * f64[ky, kx]
+    out[...] = round_once(acc.reshape(out.shape), out.dtype)
+
+
+def _reference_backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
+                              dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
+    batch, height, width, channels = out.shape
+    filter_height, filter_width, _, multiplier = filt.shape
+    _, out_h, out_w, _ = dy.shape
+    dy64, f64 = _as_float64(dy).reshape(batch, out_h, out_w, channels, multiplier), _as_float64(filt)
+    acc = np.zeros(out.shape)
+    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
+            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
+            pad_top, pad_left):
+        # Within one tap distinct outputs hit distinct inputs, so += on the strided view is exact.
+        acc[:, in_rows, in_cols] += np.einsum("nhwcm,cm->nhwc", dy64[:, out_rows, out_cols], f64[ky, kx])
+    out[...] = round_once(acc, out.dtype)
+
+
+def _reference_backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
+                               dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
+    batch, height, width, channels = x.shape
+    filter_height, filter_width, _, multiplier = out.shape
+    _, out_h, out_w, _ = dy.shape
+    x64, dy64 = _as_float64(x), _as_float64(dy).reshape(batch, out_h, out_w, channels, multiplier)
+    acc = np.zeros(out.shape)
+    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
+            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
+            pad_top, pad_left):
+        acc[ky, kx] = np.einsum("nhwc,nhwcm->cm", x64[:, in_rows, in_cols], dy64[:, out_rows, out_cols])
+    out[...] = round_once(acc, out.dtype)
+
+
+_REFERENCE: dict[str, Callable[..., None]] = {
+    "conv_forward": _reference_conv_forward,
+    "backprop_input": _reference_backprop_input,
+    "backprop_filter": _reference_backprop_filter,
+}
+
+
+# --- registry: `gradops run` with TensorFlow field names -------------------------------------
+
+_ATTR_FIELDS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+
+
+def run_tf_json(desc_cls: type[_DepthwiseDesc], arguments: tuple[str, ...], spec: Mapping[str, Any],
+                base: Path) -> dict[str, np.ndarray]:
+    """Run one op from a JSON document in TensorFlow's field names, e.g.
+    ``{"operator": "DepthwiseConv2dNativeBackpropInput", "input_sizes": [1, 5, 5, 1],
+    "filter": DATA, "out_backprop": DATA, "strides": [1, 2, 2, 1], "padding": "SAME",
+    "T": "float"}``. DATA is inline nested lists or ``{"file": "x.npy"}``
+    (see :func:`gradops.registry.load_data`); T (default "float") accepts TF and NumPy names.
+    ``arguments`` are the op's inputs in call order; ``*_sizes`` ones are plain lists of ints."""
+    allowed = {"operator", "T", "backend", *arguments, *_ATTR_FIELDS}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise DescriptorError.expected("JSON", f"only the fields {sorted(allowed)}", sorted(unknown))
+    for name in ("strides", "padding", *arguments):
+        if name not in spec:
+            raise DescriptorError(name, f"missing: {desc_cls.OPERATOR} needs {name}")
+    T = tf_dtype(spec.get("T", "float"))
+    values: dict[str, Any] = {}
+    for name in arguments:
+        if name.endswith("_sizes"):
+            values[name] = spec[name]
+            continue
+        data = load_data(spec[name], field_name=name, dtype=T, base=base)
+        if data.dtype != T:
+            raise DataTypeError.expected(f"{name}.dtype", f"{T.name} (T)", str(data.dtype))
+        values[name] = data
+    desc = desc_cls(T, **{name: spec[name] for name in _ATTR_FIELDS if name in spec})
+    return {"output": desc(**values, backend=spec.get("backend"))}
+
+
+_TF_DTYPES = ("half", "bfloat16", "float", "double")
+OPS = tuple(
+    OpInfo(desc_cls.OPERATOR, "TensorFlow", function, "4", _TF_DTYPES, None,
+           partial(run_tf_json, desc_cls, arguments))
+    for desc_cls, function, arguments in (
+        (DepthwiseConv2dNativeDesc, "depthwise_conv2d_native", ("input", "filter")),
+        (DepthwiseConv2dNativeBackpropInputDesc, "depthwise_conv2d_native_backprop_input",
+         ("input_sizes", "filter", "out_backprop")),
+        (DepthwiseConv2dNativeBackpropFilterDesc, "depthwise_conv2d_native_backprop_filter",
+         ("input", "filter_sizes", "out_backprop")),
+    )
+)

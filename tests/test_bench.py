@@ -1,0 +1,207 @@
+"""The benchmark harness (``gradops bench``, suite S1 of benchmarks SUITE.md).
+
+Never asserts timings: only the suite definitions (typed in from SUITE.md and SPEC), the check,
+the summary logic, and the JSON a quick run produces.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gradops.bench.measure import compare
+from gradops.bench.report import best_cell, summarise
+from gradops.bench.runners import Runner
+from gradops.bench.suite import NotAvailable, gradops_function, suite
+
+S1_IDS = ["R1", "R2", "N1", "N2", "N3", "L1", "L2", "L3", "D1", "D2", "D3", "D4", "D5", "D6", "D7", "P1", "P2"]
+
+
+def test_suite_s1_matches_suite_md():
+    s1 = suite()
+    assert list(s1) == S1_IDS
+    assert s1["R1"].shape == (16, 64, 128, 128) and s1["R1"].dtype == "float32"
+    assert s1["R2"].dtype == "float16"
+    for wid in ("N1", "N2", "L1", "L3"):
+        assert (s1[wid].forward_input, s1[wid].forward_output) == ((16, 64, 64, 64), (16, 64, 128, 128))
+    assert (s1["L2"].forward_input, s1["L2"].forward_output) == ((16, 64, 128, 128), (16, 64, 64, 64))
+    assert (s1["N3"].forward_input, s1["N3"].forward_output) == ((8, 32, 100, 100), (8, 32, 150, 50))
+    assert (s1["P1"].forward_input, s1["P1"].forward_output) == ((8, 32, 20, 20), (8, 32, 46, 54))
+    assert (s1["P2"].forward_input, s1["P2"].forward_output) == ((8, 32, 20, 20), (8, 32, 92, 108))
+    assert [s1[w].grid for w in ("N1", "N2", "N3", "P1", "P2")] == ["half_pixel", "asymmetric", "half_pixel",
+                                                                      "half_pixel", "asymmetric"]
+    assert s1["L3"].dtype == s1["D7"].dtype == "float16"
+    d2 = s1["D2"]
+    assert d2.input_nhwc == (32, 112, 112, 64) and d2.stride == 2 and d2.dy_nhwc() == (32, 56, 56, 64)
+    assert s1["D3"].input_nhwc == (32, 14, 14, 512)
+    assert (s1["D4"].input_nhwc, s1["D4"].kernel, s1["D4"].multiplier) == ((8, 56, 56, 128), 5, 2)
+    assert s1["D5"].dilation == 2 and s1["D6"].data_format == "NCHW"
+    assert s1["D6"].result_shape() == (32, 32, 112, 112)
+
+
+def test_quick_suite_keeps_every_parameter():
+    full, quick = suite(), suite(quick=True)
+    assert list(quick) == S1_IDS
+    for wid in S1_IDS:
+        a, b = full[wid].describe(), quick[wid].describe()
+        for key in ("operator", "dtype", "layout", "mode", "grid", "stride", "dilation", "padding", "data_format"):
+            assert a.get(key) == b.get(key), (wid, key)
+        if "gradops_kwargs" in a:
+            assert a["gradops_kwargs"] == b["gradops_kwargs"], wid  # same scales and offsets
+
+
+def test_resample_grad_parameters_follow_spec_6():
+    """SPEC 6.1 / 6.2 forward parameters, swapped for the GRAD op (SPEC 3.6); N and C are identity
+    axes with grad offsets (-0.5, 0.5)."""
+    s1 = suite()
+    n1, n2, l1, l2 = (s1[w].grad_kwargs() for w in ("N1", "N2", "L1", "L2"))
+    assert n1 == {"mode": "nearest", "rounding_direction": "decreasing", "scales": (1.0, 1.0, 2.0, 2.0),
+                  "input_pixel_offsets": (-0.5, -0.5, -0.5, -0.5), "output_pixel_offsets": (0.5, 0.5, 0.0, 0.0)}
+    assert n2["input_pixel_offsets"] == (-0.5, -0.5, 0.0, 0.0)
+    assert n2["output_pixel_offsets"] == (0.5, 0.5, 0.0, 0.0)
+    assert l1 == {"mode": "linear", "scales": (1.0, 1.0, 2.0, 2.0), "input_pixel_offsets": (-0.5,) * 4,
+                  "output_pixel_offsets": (0.5,) * 4}
+    assert l2["scales"] == (1.0, 1.0, 0.5, 0.5)
+    assert s1["P1"].scales()[2:] == (float(np.float32(46 / 20)), float(np.float32(54 / 20)))
+
+
+def test_depthwise_same_padding_and_sizes():
+    s1 = suite()
+    assert s1["D1"].pads() == ((1, 1), (1, 1))
+    assert s1["D2"].pads() == ((0, 1), (0, 1))  # odd total: the extra element after (SPEC 5.3)
+    assert s1["D4"].pads() == ((2, 2), (2, 2))
+    assert s1["D5"].pads() == ((2, 2), (2, 2))  # effective filter 5
+    assert s1["D6"].in_format([1, 2, 3, 4]) == [1, 4, 2, 3]
+    inputs = suite(quick=True)["D6"].inputs()
+    assert inputs["dy"].shape == (2, 8, 12, 12) and inputs["filter"].shape == (3, 3, 8, 1)
+
+
+def test_bytes_and_flops():
+    s1 = suite()
+    assert s1["R1"].bytes_moved() == 3 * 16 * 64 * 128 * 128 * 4 and s1["R1"].flops() == 0
+    assert s1["R2"].bytes_moved() == 3 * 16 * 64 * 128 * 128 * 2
+    assert s1["N1"].bytes_moved() == (16 * 64 * 64 * 64 + 16 * 64 * 128 * 128) * 4
+    assert s1["L1"].flops() == 2 * 4 * 16 * 64 * 128 * 128
+    assert s1["D1"].flops() == 2 * 32 * 112 * 112 * 32 * 9
+    assert s1["D4"].bytes_moved() == (8 * 56 * 56 * 128 + 8 * 56 * 56 * 256 + 5 * 5 * 128 * 2) * 4
+
+
+def test_inputs_are_deterministic():
+    w = suite(quick=True)["R1"]
+    a, b = w.inputs(), w.inputs()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["x"], suite(quick=True)["R2"].inputs()["x"].astype(np.float32))
+
+
+def test_missing_gradops_function_is_not_available():
+    with pytest.raises(NotAvailable, match="not implemented"):
+        gradops_function("no_such_operator")
+
+
+def test_compare_flags_wrong_answers():
+    reference = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert compare(reference.copy(), reference, 0.0)["passed"]
+    wrong = reference.copy()
+    wrong[1, 2, 3] += 1
+    check = compare(wrong, reference, 1e-5)
+    assert not check["passed"] and check["mismatched_elements"] == 1 and check["relative_error"] == 1 / 23
+    assert compare(wrong, reference, 0.05)["passed"]
+    wrong[0, 0, 0] = np.nan
+    assert not compare(wrong, reference, 1.0)["passed"]
+    assert not compare(reference[:1], reference, 1.0)["passed"]
+
+
+def test_framework_reference_is_the_torch_tf_nearest_index():
+    """P1's H axis: 20 -> 46, half-pixel. At o = 34, (o + 0.5) * 20/46 is exactly 15 in reals;
+    float32 34.5 * fl32(20/46) rounds below 15 (PyTorch / TF pick row 14), while DirectML's
+    34.5 / fl32(46/20) gives 15 (SPEC 3.7)."""
+    w = suite(quick=True)["P1"]
+    rows, cols = w.framework_indices()
+    assert rows[34] == 14 and rows[33] == 14 and rows[35] == 15
+    assert rows[0] == 0 and rows[-1] == 19 and cols[-1] == 19
+    dy = w.inputs()["dy"]
+    dx = w.framework_reference(dy)
+    expected = np.zeros(w.forward_input)
+    for o, i in enumerate(rows):  # brute-force scatter
+        for p, j in enumerate(cols):
+            expected[:, :, i, j] += dy[:, :, o, p]
+    np.testing.assert_allclose(dx, expected, rtol=1e-12, atol=1e-12)
+    assert suite(quick=True)["L1"].framework_reference(dy) is None
+
+
+def _variant(output, median, passed=True, layout="NCHW", convention=None):
+    check = {"passed": passed, "relative_error": 0.0 if passed else 0.5, "mismatched_elements": 0 if passed else 9,
+             "elements": 100, "tolerance": 2e-5}
+    if convention is not None:
+        check["framework_convention"] = {"passed": convention}
+    return {"layout": layout, "output": output, "status": "ok", "cold_s": 1.0, "median_s": median,
+            "min_s": median / 2, "check": check}
+
+
+def test_summary_ignores_wrong_answers_and_counts_framework_conventions():
+    entry = {"bytes_moved": 10**9, "flops": 0, "results": {
+        "gradops": {"status": "ok", "variants": [_variant("fresh", 0.4), _variant("out", 0.2),
+                                                  _variant("fresh", 0.3, layout="channels_last")]},
+        "torch": {"status": "ok", "variants": [_variant("fresh", 0.1, passed=False),
+                                                _variant("fresh", 0.6, layout="channels_last"),
+                                                _variant("out", 0.5, passed=False, convention=True)]},
+        "tf": {"status": "n/a", "reason": "rejected"},
+        "jax": {"status": "skipped", "reason": "not installed"},
+    }}
+    machine = {"status": "ok", "bandwidth": {"bytes_per_s": 1e10}, "matmul": {"flops_per_s": 1e11}}
+    summary = summarise(entry, machine)
+    assert summary["lower_bound_s"] == pytest.approx(0.1)
+    fresh, out = summary["fresh"], summary["out"]
+    assert fresh["gradops"]["layout"] == "channels_last" and fresh["gradops"]["median_s"] == 0.3
+    assert fresh["peers"]["torch"]["layout"] == "channels_last"  # the faster variant was wrong
+    assert fresh["fastest_peer"] == "torch" and fresh["ratio_to_fastest_peer"] == pytest.approx(0.5)
+    assert fresh["ratio_to_lower_bound"] == pytest.approx(3.0)
+    assert fresh["peers"]["tf"]["status"] == "n/a" and fresh["peers"]["jax"]["status"] == "skipped"
+    assert out["peers"]["torch"]["check"] == "framework convention"
+    assert out["ratio_to_fastest_peer"] == pytest.approx(0.4)
+    only_wrong = {"status": "ok", "variants": [_variant("fresh", 0.1, passed=False)]}
+    assert best_cell(only_wrong, "fresh")["status"] == "wrong"
+    assert best_cell(only_wrong, "out")["status"] == "none"
+
+
+@pytest.mark.peers
+def test_quick_run_end_to_end(tmp_path, monkeypatch, capsys):
+    """gradops and PyTorch on three quick workloads, JAX reported as not installed; each worker is
+    a real process and every result is checked against the reference."""
+    pytest.importorskip("torch")
+    from gradops.cli import main
+
+    real_installed = Runner.installed
+    monkeypatch.setattr(Runner, "installed", lambda self: self.name != "jax" and real_installed(self))
+    report_path = tmp_path / "bench.json"
+    code = main(["bench", "--quick", "--only", "R1", "N1", "P1", "--peers", "torch", "jax", "--reps", "2",
+                 "--json", str(report_path)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "fresh outputs" in printed and "preallocated outputs" in printed and "first call" in printed
+    report = json.loads(report_path.read_text())
+    assert report["quick"] and report["reps"] == 2 and report["machine"]["status"] == "ok"
+    assert report["machine"]["bandwidth"]["bytes_per_s"] > 0 and report["machine"]["matmul"]["flops_per_s"] > 0
+    assert [w["id"] for w in report["workloads"]] == ["R1", "N1", "P1"]
+    for workload in report["workloads"]:
+        assert workload["reference"]["status"] == "ok", workload["reference"]
+        assert workload["summary"]["lower_bound_s"] > 0
+        assert workload["results"]["jax"] == {"status": "skipped", "reason": "not installed"}
+        gradops, torch = workload["results"]["gradops"], workload["results"]["torch"]
+        assert gradops["status"] == "ok", gradops
+        assert torch["status"] == "ok", torch
+        assert gradops["variants"][0]["output"] == "fresh"  # its cold call is a user's first call
+        for variant in gradops["variants"] + torch["variants"]:
+            assert variant["status"] == "ok", variant
+            assert len(variant["times_s"]) == 2 and variant["cold_s"] > 0
+            assert isinstance(variant["check"]["passed"], bool) and variant["check"]["elements"] > 0
+        for output in ("fresh", "out"):
+            summary = workload["summary"][output]
+            assert summary["fastest_peer"] == "torch" and summary["peers"]["jax"]["status"] == "skipped"
+            assert summary["ratio_to_lower_bound"] is None or summary["ratio_to_lower_bound"] > 0
+    p1_torch = report["workloads"][2]["results"]["torch"]["variants"]
+    # PyTorch rounds P1's exact ties the other way (SPEC 3.7) and matches its own convention.
+    assert all(not v["check"]["passed"] and v["check"]["framework_convention"]["passed"] for v in p1_torch)
+    assert all(v["check"]["passed"] for v in report["workloads"][1]["results"]["torch"]["variants"])

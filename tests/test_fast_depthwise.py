@@ -1,0 +1,376 @@
+"""The fast (numba) depthwise kernels against float64 brute force written here (SPEC 5.4).
+
+Tolerances. A kernel sums each output element's n terms t_i in some fixed order, so
+|fast - exact| <= n * u * sum|t_i|, with u = 2**-53 (float64) or 2**-24 (float32 and half types,
+which accumulate in float32); half results add one final rounding, half an ulp of the result.
+``sum|t_i|`` comes from the same brute force run on |x| and |F|.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numba
+import numpy as np
+import pytest
+
+from gradops._fast import depthwise as fast
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
+# accumulation unit roundoff, and the relative half-ulp and smallest subnormal of the output type
+ACC_EPS = {np.dtype(np.float64): 2.0 ** -53, np.dtype(np.float32): 2.0 ** -24, np.dtype(np.float16): 2.0 ** -24,
+           BF16: 2.0 ** -24}
+OUT_EPS = {np.dtype(np.float64): 0.0, np.dtype(np.float32): 0.0, np.dtype(np.float16): 2.0 ** -11, BF16: 2.0 ** -8}
+OUT_TINY = {np.dtype(np.float64): 0.0, np.dtype(np.float32): 0.0, np.dtype(np.float16): 2.0 ** -24,
+            BF16: 2.0 ** -133}
+
+
+# --- brute force (float64, one tap at a time, padding taps skipped) -----------------------------
+
+def taps(shape_in, shape_out, filt_hw, stride, dil, pad):
+    """(ky, kx, iy, ix, oy, ox) for every in-range tap of the forward correlation."""
+    (h, w), (oh, ow), (fh, fw) = shape_in, shape_out, filt_hw
+    for ky, kx, oy, ox in itertools.product(range(fh), range(fw), range(oh), range(ow)):
+        iy, ix = oy * stride[0] - pad[0] + ky * dil[0], ox * stride[1] - pad[1] + kx * dil[1]
+        if 0 <= iy < h and 0 <= ix < w:
+            yield ky, kx, iy, ix, oy, ox
+
+
+def brute_forward(x, f, oh, ow, stride, dil, pad):
+    x, f = x.astype(np.float64), f.astype(np.float64)
+    n, h, w, c = x.shape
+    m = f.shape[3]
+    y = np.zeros((n, oh, ow, c, m))
+    for ky, kx, iy, ix, oy, ox in taps((h, w), (oh, ow), f.shape[:2], stride, dil, pad):
+        y[:, oy, ox] += x[:, iy, ix, :, None] * f[ky, kx]
+    return y.reshape(n, oh, ow, c * m)
+
+
+def brute_backprop_input(dy, f, h, w, stride, dil, pad):
+    dy, f = dy.astype(np.float64), f.astype(np.float64)
+    n, oh, ow, _ = dy.shape
+    c, m = f.shape[2:]
+    dy = dy.reshape(n, oh, ow, c, m)
+    dx = np.zeros((n, h, w, c))
+    for ky, kx, iy, ix, oy, ox in taps((h, w), (oh, ow), f.shape[:2], stride, dil, pad):
+        dx[:, iy, ix] += (dy[:, oy, ox] * f[ky, kx]).sum(-1)
+    return dx
+
+
+def brute_backprop_filter(x, dy, fh, fw, stride, dil, pad):
+    x, dy = x.astype(np.float64), dy.astype(np.float64)
+    n, h, w, c = x.shape
+    _, oh, ow, k = dy.shape
+    dy = dy.reshape(n, oh, ow, c, k // c)
+    df = np.zeros((fh, fw, c, k // c))
+    for ky, kx, iy, ix, oy, ox in taps((h, w), (oh, ow), (fh, fw), stride, dil, pad):
+        df[ky, kx] += (dy[:, oy, ox] * x[:, iy, ix, :, None]).sum(0)
+    return df
+
+
+# --- cases -------------------------------------------------------------------------------------
+
+def out_size(size, k, stride, dil, before, after):
+    return (size + before + after - (k - 1) * dil - 1) // stride + 1
+
+
+def nchw_view(array):
+    """``array``'s values as an NHWC-indexed view of an NCHW buffer."""
+    return np.ascontiguousarray(array.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+
+
+def empty_like_layout(shape, dtype, layout):
+    if layout == "NCHW":
+        n, h, w, c = shape
+        return np.empty((n, c, h, w), dtype).transpose(0, 2, 3, 1)
+    if layout == "strided":  # every axis padded, W reversed: no unit stride anywhere
+        n, h, w, c = shape
+        return np.empty((n, h + 1, 2 * w, c + 3), dtype)[:, :h, ::-2, 1:c + 1]
+    return np.empty(shape, dtype)
+
+
+def as_layout(array, layout):
+    out = empty_like_layout(array.shape, array.dtype, layout)
+    out[...] = array
+    return out
+
+
+def random_case(rng):
+    fh, fw = rng.integers(1, 6, 2)
+    sh, sw = rng.integers(1, 4, 2)
+    dh, dw = rng.integers(1, 3, 2)
+    pads = rng.integers(0, 4, 4)
+    h, w = rng.integers(1, 12, 2)
+    n, c, m = rng.integers(1, 3), rng.integers(1, 6), rng.integers(1, 4)
+    oh = out_size(h, fh, sh, dh, pads[0], pads[1])
+    ow = out_size(w, fw, sw, dw, pads[2], pads[3])
+    if oh < 1 or ow < 1:
+        return random_case(rng)
+    return dict(n=n, h=h, w=w, c=c, m=m, fh=fh, fw=fw, stride=(sh, sw), dil=(dh, dw), pad=(pads[0], pads[2]),
+                oh=oh, ow=ow)
+
+
+def random_values(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def bits(array):
+    return np.ascontiguousarray(array).view(np.uint8)
+
+
+def bound(exact_abs, terms, dtype):
+    """Allowed |fast - exact| for sums of ``terms`` terms with sum|t| = ``exact_abs``."""
+    return (terms + 1) * ACC_EPS[dtype] * exact_abs + OUT_EPS[dtype] * exact_abs + OUT_TINY[dtype]
+
+
+def check(result, exact, exact_abs, terms, dtype):
+    assert result.dtype == dtype
+    error = np.abs(result.astype(np.float64) - exact)
+    allowed = bound(exact_abs, terms, dtype)
+    worst = np.unravel_index(np.argmax(error - allowed), error.shape)
+    assert np.all(error <= allowed), f"error {error[worst]} > {allowed[worst]} at {worst}"
+
+
+def run_all(case, dtype, layouts, rng):
+    """Run the three kernels on one case and check them against brute force."""
+    n, h, w, c, m = case["n"], case["h"], case["w"], case["c"], case["m"]
+    fh, fw, oh, ow = case["fh"], case["fw"], case["oh"], case["ow"]
+    stride, dil, pad = case["stride"], case["dil"], case["pad"]
+    x = random_values(rng, (n, h, w, c), dtype)
+    f = random_values(rng, (fh, fw, c, m), dtype)
+    dy = random_values(rng, (n, oh, ow, c * m), dtype)
+    x_in, dy_in, f_in = as_layout(x, layouts[0]), as_layout(dy, layouts[0]), f
+    args = (*stride, *dil, *pad)
+
+    y = empty_like_layout((n, oh, ow, c * m), dtype, layouts[1])
+    fast.conv_forward(x_in, f_in, y, *args)
+    check(y, brute_forward(x, f, oh, ow, stride, dil, pad),
+          brute_forward(np.abs(x), np.abs(f), oh, ow, stride, dil, pad), fh * fw, dtype)
+
+    dx = empty_like_layout((n, h, w, c), dtype, layouts[1])
+    fast.backprop_input(dy_in, f_in, dx, *args)
+    check(dx, brute_backprop_input(dy, f, h, w, stride, dil, pad),
+          brute_backprop_input(np.abs(dy), np.abs(f), h, w, stride, dil, pad), fh * fw * m, dtype)
+
+    df = np.empty((fh, fw, c, m), dtype)
+    fast.backprop_filter(x_in, dy_in, df, *args)
+    check(df, brute_backprop_filter(x, dy, fh, fw, stride, dil, pad),
+          brute_backprop_filter(np.abs(x), np.abs(dy), fh, fw, stride, dil, pad), n * oh * ow, dtype)
+    return y, dx, df
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_random_cases_against_brute_force(dtype):
+    rng = np.random.default_rng(list(map(ord, dtype.name)))
+    for _ in range(12):
+        case = random_case(rng)
+        layouts = [("NHWC", "NHWC"), ("NCHW", "NCHW"), ("strided", "strided"), ("NHWC", "NCHW")][rng.integers(4)]
+        run_all(case, dtype, layouts, rng)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)], ids=lambda d: d.name)
+def test_layouts_give_identical_bits(dtype):
+    """One summation order whatever the layout: NHWC, NCHW and strided views agree bit for bit."""
+    rng = np.random.default_rng(5)
+    case = dict(n=2, h=9, w=10, c=4, m=2, fh=3, fw=3, stride=(2, 1), dil=(1, 2), pad=(1, 2), oh=5, ow=8)
+    seeds = rng.integers(0, 2 ** 32, 1)
+    results = [run_all(case, dtype, (layout, layout), np.random.default_rng(seeds[0]))
+               for layout in ("NHWC", "NCHW", "strided")]
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(bits(a), bits(b))
+
+
+def test_suite_shapes_scaled_down():
+    """The SUITE.md D-workload geometries (3x3 SAME, stride 2 with the odd pad after, 5x5 with
+    multiplier 2, dilation 2) on small images, where the interior/edge split is exercised."""
+    rng = np.random.default_rng(11)
+    for c, m, k, stride, dil in [(32, 1, 3, 1, 1), (64, 1, 3, 2, 1), (24, 2, 5, 1, 1), (32, 1, 3, 1, 2)]:
+        h = w = 13
+        oh = (h + stride - 1) // stride
+        need = max(0, (oh - 1) * stride + (k - 1) * dil + 1 - h)
+        case = dict(n=2, h=h, w=w, c=c, m=m, fh=k, fw=k, stride=(stride, stride), dil=(dil, dil),
+                    pad=(need // 2, need // 2), oh=oh, ow=oh)
+        for layout in ("NHWC", "NCHW"):
+            run_all(case, np.dtype(np.float32), (layout, layout), rng)
+
+
+def test_thread_count_does_not_change_bits():
+    case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
+    threads = numba.get_num_threads()
+    results = []
+    try:
+        for count in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(count)
+            results.append(run_all(case, np.dtype(np.float32), ("NHWC", "NHWC"), np.random.default_rng(3)))
+    finally:
+        numba.set_num_threads(threads)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(bits(a), bits(b))
+
+
+def test_backprop_filter_reduces_many_rows():
+    """More rows than reduction chunks, and more columns than lanes."""
+    rng = np.random.default_rng(4)
+    case = dict(n=5, h=30, w=40, c=3, m=1, fh=3, fw=3, stride=(1, 1), dil=(1, 1), pad=(1, 1), oh=30, ow=40)
+    for layout in ("NHWC", "NCHW"):
+        run_all(case, np.dtype(np.float32), (layout, layout), rng)
+
+
+def test_padding_taps_contribute_nothing():
+    """A tap that falls in the padding is skipped, not multiplied by 0: an inf weight there
+    leaves the result finite (SPEC 5.4)."""
+    x = np.ones((1, 2, 2, 1), np.float32)
+    f = np.ones((3, 3, 1, 1), np.float32)
+    f[0, 0] = np.inf  # reaches only padding for output (0, 0) of a SAME 3x3 on 2x2
+    y = np.empty((1, 2, 2, 1), np.float32)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
+    assert y[0, 0, 0, 0] == 4 and np.isinf(y[0, 1, 1, 0])
+    dx = np.empty((1, 2, 2, 1), np.float32)
+    fast.backprop_input(x, f, dx, 1, 1, 1, 1, 1, 1)
+    assert dx[0, 1, 1, 0] == 4 and np.isinf(dx[0, 0, 0, 0])
+    for layout in ("NCHW",):
+        y2 = empty_like_layout(y.shape, y.dtype, layout)
+        fast.conv_forward(as_layout(x, layout), f, y2, 1, 1, 1, 1, 1, 1)
+        np.testing.assert_array_equal(y2, y)
+
+
+def test_special_values_propagate():
+    x = np.zeros((1, 3, 3, 2), np.float32)
+    x[0, 1, 1, 0] = np.nan
+    x[0, 1, 1, 1] = np.inf
+    f = np.ones((3, 3, 2, 1), np.float32)
+    y = np.empty((1, 3, 3, 2), np.float32)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
+    assert np.isnan(y[..., 0]).all() and np.isposinf(y[..., 1]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=lambda d: d.name)
+def test_half_results_round_once_from_float32(dtype):
+    """Sums that a half accumulator would get wrong: 1 + 2**-12 * 4096 terms; also results in the
+    subnormal range and past the largest finite value."""
+    n = 64
+    x = np.ones((1, 1, n, 1), dtype)
+    f = np.ones((1, n, 1, 1), dtype)
+    f[0, 1:] = 2.0 ** -12
+    y = np.empty((1, 1, 1, 1), dtype)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 0, 0)
+    exact = 1 + (n - 1) * 2.0 ** -12
+    assert float(y[0, 0, 0, 0]) == float(np.array(exact, np.float32).astype(dtype))
+    # a subnormal tie (f16: 4.5 * 2**-24 goes to 4 * 2**-24), and overflow to inf
+    tiny = 3 * 2.0 ** -24 if dtype == np.float16 else 2.0 ** -130
+    big = float(ml_dtypes.finfo(dtype).max)
+    x = np.array([tiny, big, -big]).astype(dtype).reshape(1, 1, 3, 1)
+    y = np.empty((1, 1, 3, 1), dtype)
+    fast.conv_forward(x, np.full((1, 1, 1, 1), 1.5, dtype), y, 1, 1, 1, 1, 0, 0)
+    with np.errstate(over="ignore"):
+        expect = (x.astype(np.float32) * np.float32(1.5)).astype(dtype)
+    np.testing.assert_array_equal(y.view(np.uint16), expect.view(np.uint16))
+
+
+def test_empty_outputs_and_inputs():
+    x = np.ones((1, 2, 2, 3), np.float32)
+    f = np.ones((4, 4, 3, 1), np.float32)  # VALID with a filter larger than the input: no output
+    y = np.empty((1, 0, 0, 3), np.float32)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 0, 0)
+    dx = np.full((1, 2, 2, 3), 7, np.float32)
+    fast.backprop_input(np.empty((1, 0, 0, 3), np.float32), f, dx, 1, 1, 1, 1, 0, 0)
+    assert not dx.any()
+    df = np.full((4, 4, 3, 1), 7, np.float32)
+    fast.backprop_filter(x, np.empty((1, 0, 0, 3), np.float32), df, 1, 1, 1, 1, 0, 0)
+    assert not df.any()
+    # stride larger than the filter: dx columns no tap reads are 0
+    dy = np.ones((1, 2, 2, 1), np.float32)
+    dx = np.full((1, 6, 6, 1), 7, np.float32)
+    fast.backprop_input(dy, np.ones((2, 2, 1, 1), np.float32), dx, 3, 3, 1, 1, 0, 0)
+    hit = np.array([1, 1, 0, 1, 1, 0])
+    np.testing.assert_array_equal(dx[0, :, :, 0], np.outer(hit, hit))
+
+
+def test_unaligned_output_view():
+    """An output whose strides are not multiples of its item size (a packed record field)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 4, 5, 2)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 2, 1)).astype(np.float32)
+    record = np.zeros((1, 4, 5, 2), dtype=[("pad", "u1"), ("value", "<f4")])
+    y = record["value"]
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
+    expected = np.empty_like(x)
+    fast.conv_forward(x, f, expected, 1, 1, 1, 1, 1, 1)
+    np.testing.assert_array_equal(y, expected)
+
+
+# --- the half <-> float32 conversions inside the kernels ----------------------------------------
+
+@numba.njit
+def _decode(bits, kind):
+    out = np.empty(bits.size, np.float32)
+    fast._load_run(bits, 0, 1, bits.size, out, 0, kind)
+    return out
+
+
+@numba.njit
+def _encode(values, kind):
+    out = np.empty(values.size, np.uint16)
+    fast._store_run(values, 0, values.size, out, 0, 1, kind)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=lambda d: d.name)
+def test_half_decoding_is_exact_for_every_bit_pattern(dtype):
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    decoded = _decode(bits, fast._HALF_KINDS[dtype])
+    expected = bits.view(dtype).astype(np.float32)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(decoded.view(np.uint32)[~nan], expected.view(np.uint32)[~nan])
+    assert np.isnan(decoded[nan]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=lambda d: d.name)
+def test_half_encoding_rounds_to_nearest_even(dtype):
+    rng = np.random.default_rng(2)
+    # random bit patterns, every exponent, ties and near-ties of both kinds, overflow, subnormals
+    patterns = [rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)]
+    half_bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    wide = half_bits.view(dtype).astype(np.float32).view(np.uint32)
+    step = 1 << (13 if dtype == np.float16 else 16)
+    for delta in (-1, 0, 1):  # just below, on and just above each midpoint
+        patterns.append(wide + np.uint32(step // 2 + delta))
+    values = np.concatenate(patterns).view(np.float32)
+    encoded = _encode(values, fast._HALF_KINDS[dtype])
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = values.astype(dtype).view(np.uint16)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(encoded[~nan], expected[~nan])
+    assert np.isnan(encoded[nan].view(dtype).astype(np.float32)).all()
+
+
+# --- the public functions dispatch here ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["conv_forward", "backprop_input", "backprop_filter"])
+def test_public_functions_use_these_kernels(monkeypatch, name):
+    depthwise = pytest.importorskip("gradops.depthwise")
+    calls = []
+    kernel = getattr(fast, name)
+    monkeypatch.setattr(fast, name, lambda *args: calls.append(args) or kernel(*args))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 6, 5), dtype=np.float32)  # NCHW
+    f = rng.standard_normal((3, 3, 3, 2), dtype=np.float32)
+    dy = rng.standard_normal((2, 6, 3, 3), dtype=np.float32)
+    attrs = dict(strides=[1, 1, 2, 2], padding="SAME", data_format="NCHW", backend="fast")
+    if name == "conv_forward":
+        result = depthwise.depthwise_conv2d_native(x, f, **attrs)
+        exact = brute_forward(x.transpose(0, 2, 3, 1), f, 3, 3, (2, 2), (1, 1), (0, 1)).transpose(0, 3, 1, 2)
+    elif name == "backprop_input":
+        result = depthwise.depthwise_conv2d_native_backprop_input(np.array(x.shape, np.int32), f, dy, **attrs)
+        exact = brute_backprop_input(dy.transpose(0, 2, 3, 1), f, 6, 5, (2, 2), (1, 1), (0, 1)).transpose(0, 3, 1, 2)
+    else:
+        result = depthwise.depthwise_conv2d_native_backprop_filter(x, np.array(f.shape, np.int32), dy, **attrs)
+        exact = brute_backprop_filter(x.transpose(0, 2, 3, 1), dy.transpose(0, 2, 3, 1), 3, 3, (2, 2), (1, 1),
+                                      (0, 1))
+    assert len(calls) == 1
+    np.testing.assert_allclose(result, exact, rtol=1e-5, atol=1e-5)

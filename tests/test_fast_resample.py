@@ -1,0 +1,346 @@
+"""The fast (numba) resample kernels against independent float64 references (SPEC 3.2-3.7).
+
+The references are built here from the per-axis tap tables only: a dense matrix ``J_d`` per
+axis, combined over axes with ``np.tensordot`` (forward ``J x``, gradient ``J^T dy``), and, for
+non-finite data, the normative scatter of SPEC 3.6 written as a loop over taps.
+
+Tolerances. Nearest forward is a selection: bit-exact. Sums are accumulated in float32 in an
+order that differs from the reference, so for an output that sums ``T`` products the error is
+bounded by the classical float32 summation bound ``(T + 4) * 2**-24 * sum|w * v|`` (the ``+4``
+covers the rounding of the product of up to four axis weights); float16 results get one more
+rounding to float16 (half an ulp). For data of one sign that is at most ``T + 4`` float32 ulps.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numba
+import numpy as np
+import pytest
+
+from gradops._fast.resample import _float_to_half, _half_to_float, resample_backward, resample_forward
+from gradops._resample_plan import axis_taps
+
+RULES = ("half_up", "floor", "ceil")
+U32 = 2.0 ** -24
+
+
+# --- independent references ---------------------------------------------------------------------
+
+def dense(index: np.ndarray, weight: np.ndarray, n_in: int) -> np.ndarray:
+    """``J[o, i]``: the forward weight of input ``i`` in output ``o`` (float64)."""
+    matrix = np.zeros((index.shape[0], n_in))
+    rows = np.repeat(np.arange(index.shape[0]), 2)
+    np.add.at(matrix, (rows, index.reshape(-1)), weight.reshape(-1).astype(np.float64))
+    return matrix
+
+
+def apply_axes(matrices: list[np.ndarray], data: np.ndarray) -> np.ndarray:
+    """``data`` contracted with ``matrices[d]`` along every axis ``d`` (rows = result axis)."""
+    result = data
+    for axis, matrix in enumerate(matrices):
+        result = np.moveaxis(np.tensordot(matrix, result, axes=([1], [axis])), 0, axis)
+    return result
+
+
+def taps_per_output(matrices: list[np.ndarray]) -> int:
+    """The largest number of nonzero products summed into one output element."""
+    return int(np.prod([np.count_nonzero(m, axis=1).max(initial=1) for m in matrices]))
+
+
+def assert_close(got: np.ndarray, exact: np.ndarray, abs_sum: np.ndarray, terms: int) -> None:
+    """The bound of the module docstring, plus one float16 rounding for float16 results."""
+    tolerance = (terms + 4) * U32 * abs_sum
+    if got.dtype == np.float16:
+        tolerance = tolerance + np.maximum(np.abs(exact) * 2.0 ** -11, 2.0 ** -25)
+    error = np.abs(got.astype(np.float64) - exact)
+    worst = np.unravel_index(np.argmax(error - tolerance), error.shape)
+    assert np.all(error <= tolerance), (worst, got[worst], exact[worst], tolerance[worst])
+
+
+def bits(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array).view(f"u{array.itemsize}")
+
+
+def scatter_reference(dy: np.ndarray, taps: list, input_shape: tuple[int, ...]) -> np.ndarray:
+    """SPEC 3.6's normative scatter: ``dX[i] += w * dY[o]`` over nonzero product taps."""
+    dx = np.zeros(input_shape)
+    for o in itertools.product(*(range(n) for n in dy.shape)):
+        for picks in itertools.product(range(2), repeat=dy.ndim):
+            w = np.prod([taps[d][1][o[d], k] for d, k in enumerate(picks)], dtype=np.float64)
+            if w != 0:
+                dx[tuple(taps[d][0][o[d], k] for d, k in enumerate(picks))] += w * np.float64(dy[o])
+    return dx
+
+
+# --- random cases ---------------------------------------------------------------------------------
+
+def random_taps(rng: np.random.Generator, n_in: int, n_out: int, mode: str, rule: str):
+    """Forward taps of one axis: sometimes the identity, else random scale and offsets."""
+    if n_in == n_out and rng.random() < 0.3:
+        return axis_taps(n_in, n_out, 1.0, 0.0, 0.0, mode, "half_up" if mode == "nearest" else rule)
+    scale = n_out / n_in * float(rng.choice([1.0, 1.0, rng.uniform(0.5, 2.0)]))
+    ipo, opo = [(0.5, -0.5), (0.0, 0.0), tuple(rng.uniform(-1.0, 1.0, 2))][rng.integers(3)]
+    return axis_taps(n_in, n_out, scale, ipo, opo, mode, rule)
+
+
+def layout(rng: np.random.Generator, data: np.ndarray, kind: str) -> np.ndarray:
+    """The same logical array in another memory layout (a copy unless ``kind`` is contiguous)."""
+    if kind == "contiguous":
+        return np.ascontiguousarray(data)
+    if kind == "permuted":  # e.g. NCHW logical, NHWC buffer
+        order = list(range(data.ndim))
+        order = order[:1] + order[2:] + order[1:2] if data.ndim > 2 else order[::-1]
+        return np.ascontiguousarray(data.transpose(order)).transpose(np.argsort(order))
+    if kind == "strided":  # every axis strided inside a bigger buffer
+        big = np.zeros(tuple(2 * n + 1 for n in data.shape), data.dtype)
+        view = big[tuple(slice(1, None, 2) for _ in data.shape)]
+        view[...] = data
+        return view
+    if kind == "negative":
+        flip = tuple(slice(None, None, -1) if rng.random() < 0.6 else slice(None) for _ in data.shape)
+        return np.ascontiguousarray(data[flip])[flip]
+    raise AssertionError(kind)
+
+
+def broadcast_input(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """Random data with stride 0 on one axis (one value repeated along it)."""
+    axis = int(rng.integers(len(shape)))
+    small = list(shape)
+    small[axis] = 1
+    return np.broadcast_to(random_data(rng, tuple(small), dtype), shape)
+
+
+def random_data(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def empty_out(rng: np.random.Generator, shape: tuple[int, ...], dtype, kind: str) -> np.ndarray:
+    """An output buffer of ``kind`` layout, filled with garbage that must be overwritten."""
+    return layout(rng, np.full(shape, np.nan, dtype), kind)
+
+
+def random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 5))
+    mode = ("nearest", "linear")[seed % 2]
+    rule = RULES[(seed // 2) % 3]
+    n_in = tuple(int(n) for n in rng.integers(1, 8, rank))
+    n_out = tuple(n if rng.random() < 0.3 else int(rng.integers(1, 12)) for n in n_in)
+    taps = [random_taps(rng, i, o, mode, rule) for i, o in zip(n_in, n_out)]
+    matrices = [dense(index, weight, i) for (index, weight), i in zip(taps, n_in)]
+    return rng, n_in, n_out, taps, matrices
+
+
+LAYOUTS = ("contiguous", "permuted", "strided", "negative")
+CASES = [(seed, dtype, src_kind, out_kind)
+         for seed in range(24)
+         for dtype, src_kind, out_kind in [(np.float32, LAYOUTS[seed % 4], LAYOUTS[(seed // 4) % 4]),
+                                           (np.float16, LAYOUTS[(seed + 1) % 4], LAYOUTS[(seed + 2) % 4])]]
+
+
+# --- tests ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed,dtype,src_kind,out_kind", CASES)
+def test_forward_matches_dense_reference(seed, dtype, src_kind, out_kind):
+    rng, n_in, n_out, taps, matrices = random_case(seed)
+    x = layout(rng, random_data(rng, n_in, dtype), src_kind)
+    out = empty_out(rng, n_out, dtype, out_kind)
+    resample_forward(x, out, taps)
+    exact = apply_axes(matrices, x.astype(np.float64))
+    if all(np.all(w[:, 0] == 1) and np.all(w[:, 1] == 0) for _, w in taps):  # nearest: a selection
+        np.testing.assert_array_equal(bits(out), bits(exact.astype(dtype)))
+    else:
+        abs_sum = apply_axes([np.abs(m) for m in matrices], np.abs(x.astype(np.float64)))
+        assert_close(out, exact, abs_sum, taps_per_output(matrices))
+
+
+@pytest.mark.parametrize("seed,dtype,src_kind,out_kind", CASES)
+def test_backward_matches_dense_reference(seed, dtype, src_kind, out_kind):
+    rng, n_in, n_out, taps, matrices = random_case(seed)
+    dy = layout(rng, random_data(rng, n_out, dtype), src_kind)
+    out = empty_out(rng, n_in, dtype, out_kind)
+    resample_backward(dy, out, taps)
+    transposed = [m.T for m in matrices]
+    exact = apply_axes(transposed, dy.astype(np.float64))
+    abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
+    assert_close(out, exact, abs_sum, taps_per_output(transposed))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_broadcast_inputs(seed, dtype):
+    rng, n_in, n_out, taps, matrices = random_case(100 + seed)
+    x = broadcast_input(rng, n_in, dtype)
+    out = np.empty(n_out, dtype)
+    resample_forward(x, out, taps)
+    abs_sum = apply_axes([np.abs(m) for m in matrices], np.abs(x.astype(np.float64)))
+    assert_close(out, apply_axes(matrices, x.astype(np.float64)), abs_sum, taps_per_output(matrices))
+    dy = broadcast_input(rng, n_out, dtype)
+    grad = np.empty(n_in, dtype)
+    resample_backward(dy, grad, taps)
+    transposed = [m.T for m in matrices]
+    abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
+    assert_close(grad, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
+
+
+def suite_taps(shape_in, shape_out, mode, grid):
+    """Per-axis taps of the benchmark workloads: identity axes, half-pixel or asymmetric grid."""
+    taps = []
+    for n_in, n_out in zip(shape_in, shape_out):
+        if n_in == n_out:
+            taps.append(axis_taps(n_in, n_out, 1.0, 0.0, 0.0, mode, "half_up"))
+        elif grid == "half":
+            taps.append(axis_taps(n_in, n_out, n_out / n_in, 0.5, -0.5, mode, "half_up"))
+        else:
+            taps.append(axis_taps(n_in, n_out, n_out / n_in, 0.0, 0.0, mode, "floor"))
+    return taps
+
+
+def nhwc(array: np.ndarray) -> np.ndarray:
+    """The same logical NCHW tensor in an NHWC buffer."""
+    return np.ascontiguousarray(array.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("shape_in,shape_out,mode,grid", [
+    ((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "half"),      # N1-like
+    ((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "asym"),      # N2-like
+    ((2, 3, 10, 10), (2, 3, 15, 5), "nearest", "half"),     # N3-like
+    ((2, 3, 8, 8), (2, 3, 16, 16), "linear", "half"),       # L1-like
+    ((2, 3, 16, 16), (2, 3, 8, 8), "linear", "half"),       # L2-like
+    ((2, 3, 5, 5), (2, 3, 12, 14), "nearest", "half"),      # P1-like
+    ((2, 3, 5, 5), (2, 3, 23, 27), "nearest", "asym"),      # P2-like
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_suite_shapes_both_layouts(shape_in, shape_out, mode, grid, dtype, channels_last):
+    rng = np.random.default_rng(7)
+    taps = suite_taps(shape_in, shape_out, mode, grid)
+    transposed = [dense(index, weight, n).T for (index, weight), n in zip(taps, shape_in)]
+    dy = random_data(rng, shape_out, dtype)
+    out = np.empty(shape_in, dtype)
+    if channels_last:
+        dy, out = nhwc(dy), nhwc(out)
+    resample_backward(dy, out, taps)
+    abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
+    assert_close(out, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
+
+
+def test_large_rows_split_into_blocks():
+    """Rows longer than one column block (and a rank-1 case that only blocks can parallelise);
+    the references are the tap sums written with bincount instead of dense matrices."""
+    rng = np.random.default_rng(3)
+    n_in, n_out = 12000, 18011
+    for mode in ("nearest", "linear"):
+        index, weight = axis_taps(n_in, n_out, 1.5, 0.5, -0.5, mode, "half_up")
+        w = weight.astype(np.float64)
+        x = random_data(rng, (n_in,), np.float32)
+        y = np.empty(n_out, np.float32)
+        resample_forward(x, y, [(index, weight)])
+        exact = (w * x[index]).sum(axis=1)
+        assert_close(y, exact, (w * np.abs(x[index])).sum(axis=1), 2)
+        dy = random_data(rng, (n_out,), np.float32)
+        dx = np.empty(n_in, np.float32)
+        resample_backward(dy, dx, [(index, weight)])
+        exact = np.bincount(index.ravel(), (w * dy[:, None]).ravel(), n_in)
+        abs_sum = np.bincount(index.ravel(), (w * np.abs(dy[:, None])).ravel(), n_in)
+        terms = int(np.bincount(index[weight != 0], minlength=n_in).max())
+        assert_close(dx, exact, abs_sum, terms)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_gradient_non_finite_and_signed_zero(mode):
+    """inf/NaN flow only through taps of nonzero weight (SPEC 3.4); the gradient starts from +0,
+    the forward sum keeps a -0 read at weight 1."""
+    rng = np.random.default_rng(11)
+    shape_in, shape_out = (3, 4), (7, 5)
+    taps = [axis_taps(3, 7, 7 / 3, 0.5, -0.5, mode, "half_up"), axis_taps(4, 5, 1.25, 0.0, 0.0, mode, "floor")]
+    dy = random_data(rng, shape_out, np.float32)
+    dy[1, 2], dy[4, 0], dy[6, 4] = np.inf, -np.inf, np.nan
+    out = np.empty(shape_in, np.float32)
+    resample_backward(dy, out, taps)
+    expected = scatter_reference(dy, taps, shape_in)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(out[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
+    np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-5, atol=1e-6)
+
+    resample_backward(np.full(shape_out, -0.0, np.float32), out, taps)
+    assert not np.signbit(out).any()
+    identity = [axis_taps(3, 3, 1.0, 0.0, 0.0, mode, "half_up"), axis_taps(4, 4, 1.0, 0.0, 0.0, mode, "half_up")]
+    forward = np.empty(shape_in, np.float32)
+    resample_forward(np.full(shape_in, -0.0, np.float32), forward, identity)
+    assert np.signbit(forward).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode):
+    rng = np.random.default_rng(5)
+    shape_in, shape_out = (3, 5, 13, 11), (3, 5, 29, 17)
+    taps = suite_taps(shape_in, shape_out, mode, "half")
+    dy = random_data(rng, shape_out, dtype)
+    x = random_data(rng, shape_in, dtype)
+    if channels_last:
+        dy, x = nhwc(dy), nhwc(x)
+    results = []
+    previous = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            grad, forward = np.empty(shape_in, dtype), np.empty(shape_out, dtype)
+            resample_backward(dy, grad, taps)
+            resample_forward(x, forward, taps)
+            results.append((grad.tobytes(), forward.tobytes()))
+    finally:
+        numba.set_num_threads(previous)
+    assert results[0] == results[1]
+
+
+# --- float16 bit conversions ----------------------------------------------------------------------
+
+@numba.njit
+def _decode_all(bits):
+    out = np.empty(bits.size, np.float32)
+    for i in range(bits.size):
+        out[i] = _half_to_float(bits[i])
+    return out
+
+
+@numba.njit
+def _encode_all(values):
+    out = np.empty(values.size, np.uint16)
+    for i in range(values.size):
+        out[i] = _float_to_half(values[i])
+    return out
+
+
+def test_half_decoding_is_exact_for_all_65536_patterns():
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    got = _decode_all(bits)
+    expected = bits.view(np.float16).astype(np.float32)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), expected[~nan].view(np.uint32))
+    assert np.isnan(got[nan]).all()
+
+
+def test_half_encoding_rounds_to_nearest_even():
+    rng = np.random.default_rng(2)
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+    finite = halves[np.isfinite(halves)]
+    finite.sort()
+    midpoints = (finite[:-1] + finite[1:]) / 2  # exact ties, representable in float32
+    values = np.concatenate([
+        rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        midpoints.astype(np.float32), np.nextafter(midpoints.astype(np.float32), np.float32(np.inf)),
+        np.nextafter(midpoints.astype(np.float32), np.float32(-np.inf)), finite.astype(np.float32),
+        np.array([65504, 65519.996, 65520, 2.0 ** -25, 2.0 ** -26, 1e-45, np.inf, -np.inf], np.float32),
+    ])
+    with np.errstate(over="ignore"):
+        expected = values.astype(np.float16)
+    got = _encode_all(values).view(np.float16)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got[~nan].view(np.uint16), expected[~nan].view(np.uint16))
+    assert np.isnan(got[nan]).all()
