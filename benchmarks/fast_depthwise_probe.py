@@ -1,13 +1,18 @@
 """Probe: gradops' fast depthwise BackpropInput against its peers on SUITE.md D1-D7.
 
 A quick look for the kernel's author, not the suite runner (that is ``gradops bench``). Every
-contender runs in its own process with 2 threads; each prints its median and minimum of
-``--reps`` timed calls after a warm-up, with preallocated outputs where the API has them
-(gradops ``out=``) and fresh outputs otherwise. The gradops process also measures the memory
-bandwidth (a 2-thread streaming copy) and the 2-thread float32 matmul rate, and prints the lower
-bound ``max(bytes / bandwidth, flops / matmul rate)`` with ``bytes = dy + filter + dx``.
+contender runs in its own process with ``--threads`` threads (2); each reports the median and
+minimum wall time and the median CPU time of ``--reps`` timed calls after a warm-up, with
+preallocated outputs where the API has them (gradops ``out=``) and fresh outputs otherwise. The
+gradops process also measures the memory bandwidth (a streaming copy) and the float32 matmul
+rate with as many threads, and prints the lower bound ``max(bytes / bandwidth, flops / matmul
+rate)`` with ``bytes = dy + filter + dx``.
+
+On a shared machine wall times with 2 threads mostly measure the neighbours. ``--threads 1``
+compares CPU time per call, which other processes disturb much less.
 
     .venv/bin/python benchmarks/fast_depthwise_probe.py [--workloads D1,D2] [--peers torch,tf_onednn]
+        [--threads 1]
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ WORKLOADS = {
     "D7": (32, 112, 112, 32, 3, 3, 1, 1, 1, "NHWC", "float16"),
 }
 PEERS = ("torch", "torch_nchw", "tf_onednn", "tf", "jax")
-THREADS = 2
+THREADS = int(os.environ.get("PROBE_THREADS", "2"))
 
 
 def workload(name: str, seed: int = 0) -> dict:
@@ -59,12 +64,14 @@ def timed(fn, reps: int) -> dict:
     fn()
     cold = time.perf_counter() - start
     fn()
-    times = []
+    times, cpu = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - start)
-    return {"cold_ms": cold * 1e3, "median_ms": float(np.median(times)) * 1e3, "min_ms": min(times) * 1e3}
+        cpu.append(time.process_time() - start_cpu)
+    return {"cold_ms": cold * 1e3, "median_ms": float(np.median(times)) * 1e3, "min_ms": min(times) * 1e3,
+            "cpu_ms": float(np.median(cpu)) * 1e3}
 
 
 def gradops_fn(w: dict):
@@ -194,6 +201,7 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--peers", default=",".join(PEERS))
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     names = args.workloads.split(",")
@@ -202,10 +210,13 @@ def main() -> None:
         return
     results: dict[tuple[str, str], dict] = {}
     rates = {}
+    threads = args.threads
     for peer in ["gradops", *[p for p in args.peers.split(",") if p]]:
-        env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), OPENBLAS_NUM_THREADS=str(THREADS),
-                   TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1" if peer == "tf_onednn" else "0",
-                   XLA_FLAGS=f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={THREADS}")
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                   PROBE_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="3",
+                   TF_ENABLE_ONEDNN_OPTS="1" if peer == "tf_onednn" else "0",
+                   XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
+                             f"intra_op_parallelism_threads={threads}")
         proc = subprocess.run([sys.executable, __file__, "--worker", peer, "--workloads", args.workloads,
                                "--reps", str(args.reps)], env=env, capture_output=True, text=True)
         for line in proc.stdout.splitlines():
@@ -219,26 +230,27 @@ def main() -> None:
         if proc.returncode:
             print(f"{peer}: exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
     if rates:
-        print(f"bandwidth {rates['bandwidth'] / 1e9:.1f} GB/s, matmul {rates['flops'] / 1e9:.0f} GFLOP/s")
+        print(f"{threads} thread(s): bandwidth {rates['bandwidth'] / 1e9:.1f} GB/s, "
+              f"matmul {rates['flops'] / 1e9:.0f} GFLOP/s")
     peers = [p for p in args.peers.split(",") if p]
-    print(f"{'':4} {'gradops med/min ms':>19} " + " ".join(f"{p:>11}" for p in peers) + "  vs-best  bound  vs-bound")
-    for name in names:
-        g = results.get((name, "gradops"), {})
-        peer_medians = {p: results.get((name, p), {}).get("median_ms") for p in peers}
-        best = min((v for v in peer_medians.values() if v), default=None)
-        w = workload(name)
-        itemsize = w["dy"].itemsize
-        nbytes = (w["dy"].size + w["f"].size + w["N"] * w["H"] * w["W"] * w["C"]) * itemsize
-        flops = 2 * w["dy"].size * w["fh"] * w["fw"]
-        bound = max(nbytes / rates["bandwidth"], flops / rates["flops"]) * 1e3 if rates else None
-        med = g.get("median_ms")
-        cells = " ".join(f"{v:11.2f}" if v else f"{'-':>11}" for v in peer_medians.values())
-        line = f"{name:4} {med or float('nan'):9.2f}/{g.get('min_ms', float('nan')):<9.2f} {cells}"
-        if med and best:
-            line += f"  {med / best:6.2f}"
-        if med and bound:
-            line += f"  {bound:5.2f}  {med / bound:6.2f}"
-        print(line)
+    for key, title in (("median_ms", "wall median"), ("cpu_ms", "CPU median")):
+        print(f"\n{title}, ms{'':9}" + " ".join(f"{p:>10}" for p in ["gradops", *peers])
+              + "   vs best peer   bound   vs bound")
+        for name in names:
+            values = {p: results.get((name, p), {}).get(key) for p in ["gradops", *peers]}
+            ours = values.pop("gradops")
+            best = min((v for v in values.values() if v), default=None)
+            w = workload(name)
+            nbytes = (w["dy"].size + w["f"].size + w["N"] * w["H"] * w["W"] * w["C"]) * w["dy"].itemsize
+            flops = 2 * w["dy"].size * w["fh"] * w["fw"]
+            bound = max(nbytes / rates["bandwidth"], flops / rates["flops"]) * 1e3 if rates else None
+            cells = " ".join(f"{v:10.2f}" if v else f"{'-':>10}" for v in [ours, *values.values()])
+            line = f"{name:24}{cells}"
+            if ours and best:
+                line += f"   {ours / best:12.2f}"
+            if ours and bound and key == "median_ms":
+                line += f"   {bound:5.2f}   {ours / bound:8.2f}"
+            print(line)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gradops.bench.measure import compare
+from gradops.bench.orchestrate import best_machine
 from gradops.bench.report import best_cell, summarise
 from gradops.bench.runners import Runner
 from gradops.bench.suite import NotAvailable, gradops_function, suite
@@ -205,3 +206,12 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, capsys):
     # PyTorch rounds P1's exact ties the other way (SPEC 3.7) and matches its own convention.
     assert all(not v["check"]["passed"] and v["check"]["framework_convention"]["passed"] for v in p1_torch)
     assert all(v["check"]["passed"] for v in report["workloads"][1]["results"]["torch"]["variants"])
+
+
+def test_lower_bound_uses_the_best_machine_measurement():
+    slow = {"status": "ok", "bandwidth": {"bytes_per_s": 1e10}, "matmul": {"flops_per_s": 2e11}}
+    fast = {"status": "ok", "bandwidth": {"bytes_per_s": 2e10}, "matmul": {"flops_per_s": 1e11}}
+    best = best_machine(slow, fast, {"status": "error", "reason": "timed out"})
+    assert best["bandwidth"]["bytes_per_s"] == 2e10 and best["matmul"]["flops_per_s"] == 2e11
+    assert len(best["runs"]) == 3
+    assert best_machine({"status": "error", "reason": "x"})["status"] == "error"

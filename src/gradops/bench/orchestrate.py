@@ -3,7 +3,7 @@
 Per workload: a ``reference`` worker saves gradops' reference-backend result to a temporary
 ``.npy`` (computed once), then gradops and each selected peer run in turn, each in a fresh
 process with 2 threads, and check themselves against that file. The machine's bandwidth and
-matmul rate are measured first, in the same run.
+matmul rate are measured before and after the workloads, in the same run, and the best is kept.
 """
 
 from __future__ import annotations
@@ -72,13 +72,15 @@ def run_worker(peer: str, options: Options, *, workload: str | None = None,
 def run_suite(options: Options, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     workloads = suite(options.quick)
     progress("measuring memory bandwidth and matmul rate")
-    machine = run_worker("machine", options)
+    first_machine = run_worker("machine", options)
     report: dict[str, Any] = {
         "suite": "S1", "quick": options.quick, "reps": options.reps, "threads": THREADS,
         "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "platform": {"python": platform.python_version(), "machine": platform.machine(),
-                     "processor": _cpu_name(), "cpus": os.cpu_count()},
-        "machine": machine,
+                     "processor": _cpu_name(), "cpus": os.cpu_count(),
+                     # Other processes on the machine: 1-, 5- and 15-minute load averages.
+                     "load_average_start": list(os.getloadavg())},
+        "machine": first_machine,  # replaced by the best of both measurements at the end
         "peers": {name: {"label": peer.label, "installed": peer.installed(), "selected": name in options.peers}
                   for name, peer in PEERS.items()},
         "workloads": [],
@@ -100,9 +102,24 @@ def run_suite(options: Options, progress: Callable[[str], None] = lambda message
                     continue
                 progress(f"{workload_id}: {name}")
                 entry["results"][name] = run_worker(name, options, workload=workload_id, ref=checked_against)
-        entry["summary"] = summarise(entry, machine)
         report["workloads"].append(entry)
+    report["platform"]["load_average_end"] = list(os.getloadavg())
+    progress("measuring memory bandwidth and matmul rate again")
+    report["machine"] = machine = best_machine(first_machine, run_worker("machine", options))
+    for entry in report["workloads"]:
+        entry["summary"] = summarise(entry, machine)
     return report
+
+
+def best_machine(*measurements: dict[str, Any]) -> dict[str, Any]:
+    """The highest rates of several ``machine`` measurements (a busy machine only lowers them, and a
+    lower bound needs the best the machine can do); each measurement is kept under ``runs``."""
+    ok = [m for m in measurements if m.get("status") == "ok"]
+    if not ok:
+        return {"status": "error", "reason": "; ".join(str(m.get("reason")) for m in measurements),
+                "runs": list(measurements)}
+    return {"status": "ok", "bandwidth": max((m["bandwidth"] for m in ok), key=lambda b: b["bytes_per_s"]),
+            "matmul": max((m["matmul"] for m in ok), key=lambda m: m["flops_per_s"]), "runs": list(measurements)}
 
 
 def _cpu_name() -> str:

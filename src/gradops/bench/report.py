@@ -146,6 +146,10 @@ def notes(report: dict[str, Any]) -> list[str]:
                      f" GB/s, float32 matmul n={matmul['n']}")
     else:
         lines.append(f"machine measurement failed: {machine.get('reason')}")
+    loads = [report["platform"].get(f"load_average_{when}") for when in ("start", "end")]
+    if all(loads):
+        lines.append(f"1-minute load average {loads[0][0]:.1f} at the start, {loads[1][0]:.1f} at the end, on "
+                     f"{report['platform']['cpus']} CPUs (this run's workers account for up to 2)")
     for name, info in report["peers"].items():
         if info["selected"] and not info["installed"]:
             lines.append(f"{PEERS[name].label}: not installed, skipped")
