@@ -25,15 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _fast_depthwise_available() -> bool:
-    try:
-        import gradops._fast.depthwise  # noqa: F401
-    except Exception:  # noqa: BLE001 - any failure means the fast backend is not usable
-        return False
-    return True
-
-
-BACKENDS = ["reference"] + (["fast"] if _fast_depthwise_available() else [])
+BACKENDS = ["reference", "fast"]
 
 
 @pytest.fixture(scope="module")

@@ -22,15 +22,7 @@ from gradops.cli import main as cli_main
 from gradops.examples import all_examples
 
 
-def _fast_resample_available() -> bool:
-    try:
-        import gradops._fast.resample  # noqa: F401
-    except Exception:  # noqa: BLE001 - any failure means the fast backend is not usable
-        return False
-    return True
-
-
-BACKENDS = ["reference"] + (["fast"] if _fast_resample_available() else [])
+BACKENDS = ["reference", "fast"]
 RESAMPLE_EXAMPLE_IDS = ["E1", "E2", "E3", "E4", "E5", "E6", "E7", "E8", "E9", "E10", "E18", "E19"]
 
 

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ._output_cache import empty_output
 from .errors import AliasingError, DataTypeError, ShapeError
 
 
@@ -100,7 +101,7 @@ def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Ma
     ``may_alias`` and the two are the very same view (element-wise operators run in place).
     """
     if out is None:
-        return np.empty(shape, dtype=dtype)
+        return empty_output(tuple(shape), dtype)
     if not isinstance(out, np.ndarray):
         raise AliasingError.expected(name, "a NumPy array or None", out)
     if out.dtype != dtype:

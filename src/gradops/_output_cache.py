@@ -1,0 +1,89 @@
+"""Fresh outputs from a small cache of recently released buffers.
+
+A large NumPy allocation is a fresh ``mmap``: the kernel zero-fills every page on first touch,
+which for a memory-bound operator costs about as much as the operator itself. Like the
+caching allocators of TensorFlow and PyTorch, gradops hands out large fresh outputs from
+buffers that earlier outputs released: when the last array viewing a buffer is garbage
+collected, the buffer returns here instead of to the operating system, and the next output
+of a similar size reuses its already-mapped pages.
+
+The arrays returned are ordinary writeable ndarrays (their ``base`` is the cache block).
+At most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes (default 1024) are kept; 0 disables the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+_MIN_POOLED_BYTES = 1 << 20  # smaller outputs come from malloc, which is fast for them
+_ALIGNMENT = 64
+
+
+def _limit_bytes() -> int:
+    try:
+        return max(0, int(os.environ.get("GRADOPS_OUTPUT_CACHE_MB", "1024"))) << 20
+    except ValueError:
+        return 1024 << 20
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] = []  # raw uint8 buffers, most recently released last
+        self.free_bytes = 0
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        """The smallest free buffer holding ``nbytes`` without wasting more than half of it."""
+        with self.lock:
+            fits = [i for i, raw in enumerate(self.free) if nbytes <= raw.size <= 2 * nbytes + _ALIGNMENT]
+            if not fits:
+                return None
+            raw = self.free.pop(min(fits, key=lambda i: self.free[i].size))
+            self.free_bytes -= raw.size
+            return raw
+
+    def give_back(self, raw: np.ndarray) -> None:
+        limit = _limit_bytes()
+        with self.lock:
+            if raw.size > limit:
+                return
+            self.free.append(raw)
+            self.free_bytes += raw.size
+            while self.free_bytes > limit:  # forget the least recently released
+                self.free_bytes -= self.free.pop(0).size
+
+
+_CACHE = _Cache()
+
+
+class _Block:
+    """Owner of one cached buffer, exposed through ``__array_interface__`` so that NumPy keeps it
+    as the ``base`` of every view; when the last view dies, the buffer goes back to the cache."""
+
+    def __init__(self, raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.raw = raw
+        address = raw.ctypes.data
+        start = (-address) % _ALIGNMENT
+        self.__array_interface__: dict[str, Any] = {
+            "version": 3, "shape": shape, "typestr": dtype.str, "descr": dtype.descr,
+            "data": (address + start, False), "strides": None,
+        }
+
+    def __del__(self) -> None:
+        _CACHE.give_back(self.raw)
+
+
+def empty_output(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)``, from the cache for large outputs."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < _MIN_POOLED_BYTES or _limit_bytes() == 0:
+        return np.empty(shape, dtype)
+    raw = _CACHE.take(nbytes + _ALIGNMENT)
+    if raw is None:
+        raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
+    return np.asarray(_Block(raw, tuple(shape), dtype))
