@@ -24,15 +24,7 @@ from gradops.cli import main as cli_main
 from gradops.examples import all_examples
 
 
-def _fast_depthwise_available() -> bool:
-    try:
-        import gradops._fast.depthwise  # noqa: F401
-    except Exception:  # noqa: BLE001 - any failure means the fast backend is not usable
-        return False
-    return True
-
-
-BACKENDS = ["reference"] + (["fast"] if _fast_depthwise_available() else [])
+BACKENDS = ["reference", "fast"]
 BF16 = np.dtype(ml_dtypes.bfloat16)
 EXAMPLE_IDS = ["E12", "E13", "E14", "E15", "E16"]
 
