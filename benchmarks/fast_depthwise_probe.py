@@ -246,8 +246,7 @@ def main() -> None:
             bound = max(nbytes / rates["bandwidth"], flops / rates["flops"]) * 1e3 if rates else None
             cells = " ".join(f"{v:10.2f}" if v else f"{'-':>10}" for v in [ours, *values.values()])
             line = f"{name:24}{cells}"
-            if ours and best:
-                line += f"   {ours / best:12.2f}"
+            line += f"   {ours / best:12.2f}" if ours and best else f"   {'-':>12}"
             if ours and bound and key == "median_ms":
                 line += f"   {bound:5.2f}   {ours / bound:8.2f}"
             print(line)

@@ -76,11 +76,6 @@ def out_size(size, k, stride, dil, before, after):
     return (size + before + after - (k - 1) * dil - 1) // stride + 1
 
 
-def nchw_view(array):
-    """``array``'s values as an NHWC-indexed view of an NCHW buffer."""
-    return np.ascontiguousarray(array.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
-
-
 def empty_like_layout(shape, dtype, layout):
     if layout == "NCHW":
         n, h, w, c = shape
@@ -166,19 +161,21 @@ def run_all(case, dtype, layouts, rng):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_random_cases_against_brute_force(dtype):
     rng = np.random.default_rng(list(map(ord, dtype.name)))
-    for _ in range(12):
+    for _ in range(15):
         case = random_case(rng)
-        layouts = [("NHWC", "NHWC"), ("NCHW", "NCHW"), ("strided", "strided"), ("NHWC", "NCHW")][rng.integers(4)]
+        layouts = [("NHWC", "NHWC"), ("NCHW", "NCHW"), ("strided", "strided"), ("NHWC", "NCHW"),
+                   ("NCHW", "strided")][rng.integers(5)]
         run_all(case, dtype, layouts, rng)
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)], ids=lambda d: d.name)
-def test_layouts_give_identical_bits(dtype):
-    """One summation order whatever the layout: NHWC, NCHW and strided views agree bit for bit."""
-    rng = np.random.default_rng(5)
-    case = dict(n=2, h=9, w=10, c=4, m=2, fh=3, fw=3, stride=(2, 1), dil=(1, 2), pad=(1, 2), oh=5, ow=8)
-    seeds = rng.integers(0, 2 ** 32, 1)
-    results = [run_all(case, dtype, (layout, layout), np.random.default_rng(seeds[0]))
+@pytest.mark.parametrize("stride", [(2, 1), (1, 1)])
+def test_layouts_give_identical_bits(dtype, stride):
+    """One summation order whatever the layout: NHWC, NCHW (row by row for stride > 1, in blocks of
+    rows for stride 1) and strided views agree bit for bit."""
+    oh = out_size(9, 3, stride[0], 1, 1, 0)
+    case = dict(n=2, h=9, w=10, c=4, m=2, fh=3, fw=3, stride=stride, dil=(1, 2), pad=(1, 2), oh=oh, ow=8)
+    results = [run_all(case, dtype, (layout, layout), np.random.default_rng(5))
                for layout in ("NHWC", "NCHW", "strided")]
     for other in results[1:]:
         for a, b in zip(results[0], other):
@@ -233,10 +230,13 @@ def test_padding_taps_contribute_nothing():
     dx = np.empty((1, 2, 2, 1), np.float32)
     fast.backprop_input(x, f, dx, 1, 1, 1, 1, 1, 1)
     assert dx[0, 1, 1, 0] == 4 and np.isinf(dx[0, 0, 0, 0])
-    for layout in ("NCHW",):
-        y2 = empty_like_layout(y.shape, y.dtype, layout)
-        fast.conv_forward(as_layout(x, layout), f, y2, 1, 1, 1, 1, 1, 1)
-        np.testing.assert_array_equal(y2, y)
+    # NCHW (planar rows; stride 1 with a non-finite weight must not take the zero-margin blocks)
+    y2 = empty_like_layout(y.shape, y.dtype, "NCHW")
+    fast.conv_forward(as_layout(x, "NCHW"), f, y2, 1, 1, 1, 1, 1, 1)
+    np.testing.assert_array_equal(y2, y)
+    dx2 = empty_like_layout(dx.shape, dx.dtype, "NCHW")
+    fast.backprop_input(as_layout(x, "NCHW"), f, dx2, 1, 1, 1, 1, 1, 1)
+    np.testing.assert_array_equal(dx2, dx)
 
 
 def test_special_values_propagate():
@@ -291,6 +291,23 @@ def test_empty_outputs_and_inputs():
     np.testing.assert_array_equal(dx[0, :, :, 0], np.outer(hit, hit))
 
 
+def test_read_only_and_broadcast_inputs():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
+    f = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    expected = np.empty((2, 5, 6, 6), np.float32)
+    fast.conv_forward(x, f, expected, 1, 1, 1, 1, 1, 0)
+    x.flags.writeable = False
+    f.flags.writeable = False
+    y = np.empty_like(expected)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 0)
+    np.testing.assert_array_equal(y, expected)
+    ones = np.broadcast_to(np.float32(1), (2, 5, 6, 3))  # zero strides
+    fast.conv_forward(ones, f, y, 1, 1, 1, 1, 1, 0)
+    check(y, brute_forward(ones, f, 5, 6, (1, 1), (1, 1), (1, 0)),
+          brute_forward(ones, np.abs(f), 5, 6, (1, 1), (1, 1), (1, 0)), 6, np.dtype(np.float32))
+
+
 def test_unaligned_output_view():
     """An output whose strides are not multiples of its item size (a packed record field)."""
     rng = np.random.default_rng(8)
@@ -307,9 +324,9 @@ def test_unaligned_output_view():
 # --- the half <-> float32 conversions inside the kernels ----------------------------------------
 
 @numba.njit
-def _decode(bits, kind):
-    out = np.empty(bits.size, np.float32)
-    fast._load_run(bits, 0, 1, bits.size, out, 0, kind)
+def _decode(halves, kind):
+    out = np.empty(halves.size, np.float32)
+    fast._load_run(halves, 0, 1, halves.size, out, 0, kind)
     return out
 
 

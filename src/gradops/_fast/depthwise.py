@@ -10,17 +10,24 @@ How the work is laid out:
 
 * Rows. Forward and backprop input run one job per (image, block of output rows); the source
   rows a job needs are converted once into a small ring of float rows (``_stage_*``), or read in
-  place when they are already float rows of the canonical layout ("direct").
+  place when they already are float rows of the canonical layout ("direct"). Output rows of that
+  layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and the inner loop vectorises over it with a weight row tiled to
   period C*M. ``planar`` rows (chosen when W is the unit-stride axis, e.g. NCHW) are
-  ``[k][position]`` with one scalar weight per (k, tap).
+  ``[k][position]`` with one scalar weight per (k, tap). Planar with stride 1 and finite weights
+  goes further: each tap is one run over a whole block of rows (``_planar_blocks_kernel``).
 * Strides. A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so
   x-space rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...);
   within a plane every tap's columns are contiguous again. No modulo runs in an inner loop.
-* Tap order (the summation order of one output element). Forward: taps (ky, kx) ascending.
-  Backprop input: for each m, taps (ky, kx) ascending from 0, then the M partial sums added in m
-  order. Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its rows in
+* Taps. Per output row, the taps that reach it are listed with the columns they reach; the row
+  splits into segments of columns reached by the same taps, and each segment takes its taps 4 at
+  a time (one load and store of the accumulator per 4; the first group writes, so nothing is
+  zeroed first). Taps in the padding are skipped: they are never multiplied by 0, except in the
+  planar blocks, where that is exact (see ``_planar_blocks_kernel``).
+* Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
+  input: for each m, taps (ky, kx) ascending from +0, then the M partial sums added in m order.
+  Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its (row, ox) terms in
   order; lanes added in order; then a fixed number of row chunks (``_CHUNKS``, independent of the
   thread count) added in order.
 * Precision. float16 / bfloat16 load as float32 (bit-exact decoding), accumulate in float32 and
@@ -31,13 +38,14 @@ How the work is laid out:
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import ml_dtypes
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .strided import aligned_input, element_aligned, flat_view
 
@@ -120,63 +128,110 @@ def _float_to_bf16(value):
     return quiet if _U32(bits & _U32(0x7FFFFFFF)) > _U32(0x7F800000) else rounded
 
 
-@njit(inline="always")
+# Loads and stores dispatch on the array type while compiling: float arrays get plain copies, so
+# the float32 / float64 kernels carry no half conversion code (less to compile).
+
 def _load_one(src, i, kind):
-    if kind == _F16:
-        return _half_to_float(src[i])
-    if kind == _BF16:
-        return _bf16_to_float(src[i])
-    return src[i]
+    """float(src[i]), decoding half bits as ``kind`` says."""
 
 
-@njit
 def _load_run(src, start, step, n, dst, dst_start, kind):
-    """``dst[dst_start + i] = float(src[start + i*step])`` for i < n (the branch on ``kind`` and on a
-    unit step sits outside the loops, so each loop vectorises)."""
-    out = dst[dst_start:dst_start + n]
-    if step == 1:
+    """``dst[dst_start + i] = float(src[start + i*step])`` for i < n."""
+
+
+def _store_run(acc, start, n, dst, dst_start, step, kind):
+    """``dst[dst_start + i*step] = acc[start + i]`` for i < n, rounded once to the output type."""
+
+
+def _store_one(dst, i, value, kind):
+    """``dst[i] = value`` rounded once to the output type."""
+
+
+@overload(_store_one, inline="always")
+def _store_one_impl(dst, i, value, kind):
+    if isinstance(dst.dtype, types.Float):
+        def copy(dst, i, value, kind):
+            dst[i] = value
+        return copy
+
+    def encode(dst, i, value, kind):
+        dst[i] = _float_to_half(value) if kind == _F16 else _float_to_bf16(value)
+    return encode
+
+
+@overload(_load_one, inline="always")
+def _load_one_impl(src, i, kind):
+    if isinstance(src.dtype, types.Float):
+        return lambda src, i, kind: src[i]
+
+    def decode(src, i, kind):
+        return _half_to_float(src[i]) if kind == _F16 else _bf16_to_float(src[i])
+    return decode
+
+
+@overload(_load_run)
+def _load_run_impl(src, start, step, n, dst, dst_start, kind):
+    if isinstance(src.dtype, types.Float):
+        def copy(src, start, step, n, dst, dst_start, kind):
+            out = dst[dst_start:dst_start + n]
+            if step == 1:
+                run = src[start:start + n]
+                for i in range(n):
+                    out[i] = run[i]
+            else:
+                for i in range(n):
+                    out[i] = src[start + i * step]
+        return copy
+
+    def decode(src, start, step, n, dst, dst_start, kind):
+        # the branches sit outside the loops, so each loop vectorises
+        out = dst[dst_start:dst_start + n]
+        if step != 1:
+            for i in range(n):
+                out[i] = _load_one(src, start + i * step, kind)
+            return
         run = src[start:start + n]
         if kind == _F16:
             for i in range(n):
                 out[i] = _half_to_float(run[i])
-        elif kind == _BF16:
-            for i in range(n):
-                out[i] = _bf16_to_float(run[i])
         else:
             for i in range(n):
-                out[i] = run[i]
-    else:
-        for i in range(n):
-            out[i] = _load_one(src, start + i * step, kind)
+                out[i] = _bf16_to_float(run[i])
+    return decode
 
 
-@njit
-def _store_run(acc, start, n, dst, dst_start, step, kind):
-    """``dst[dst_start + i*step] = acc[start + i]`` for i < n, rounded once to the output type."""
-    run = acc[start:start + n]
-    if step == 1:
+@overload(_store_run)
+def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
+    if isinstance(dst.dtype, types.Float):
+        def copy(acc, start, n, dst, dst_start, step, kind):
+            run = acc[start:start + n]
+            if step == 1:
+                out = dst[dst_start:dst_start + n]
+                for i in range(n):
+                    out[i] = run[i]
+            else:
+                for i in range(n):
+                    dst[dst_start + i * step] = run[i]
+        return copy
+
+    def encode(acc, start, n, dst, dst_start, step, kind):
+        run = acc[start:start + n]
+        if step != 1:
+            for i in range(n):
+                _store_one(dst, dst_start + i * step, run[i], kind)
+            return
         out = dst[dst_start:dst_start + n]
         if kind == _F16:
             for i in range(n):
                 out[i] = _float_to_half(run[i])
-        elif kind == _BF16:
-            for i in range(n):
-                out[i] = _float_to_bf16(run[i])
         else:
             for i in range(n):
-                out[i] = run[i]
-    else:
-        for i in range(n):
-            if kind == _F16:
-                dst[dst_start + i * step] = _float_to_half(run[i])
-            elif kind == _BF16:
-                dst[dst_start + i * step] = _float_to_bf16(run[i])
-            else:
-                dst[dst_start + i * step] = run[i]
+                out[i] = _float_to_bf16(run[i])
+    return encode
 
 
 # --- tap runs: acc[a + j] (=|+=) sum of src[s + j] * weight ---------------------------------
-# A group of taps loads and stores the accumulator once: a[j] + p0 + p1 evaluates as
+# A group of 4 taps loads and stores the accumulator once: a[j] + p0 + p1 evaluates as
 # (a[j] + p0) + p1, the same additions in the same order as one tap at a time. The first group of
 # a plane writes 0 + p0 + ... instead of reading a zeroed accumulator (0 + p0 keeps the sum's
 # start at +0, as a zeroed accumulator would).
@@ -197,23 +252,6 @@ def _tiled1(acc, a0, n, src, s0, wt, w0, tile, first):
         else:
             for j in range(k):
                 a[j] += x0[j] * f0[j]
-
-
-@njit
-def _tiled2(acc, a0, n, src, s0, s1, wt, w0, w1, tile, first):
-    for j0 in range(0, n, tile):
-        k = min(tile, n - j0)
-        a = acc[a0 + j0:a0 + j0 + k]
-        x0 = src[s0 + j0:s0 + j0 + k]
-        x1 = src[s1 + j0:s1 + j0 + k]
-        f0 = wt[w0:w0 + k]
-        f1 = wt[w1:w1 + k]
-        if first:
-            for j in range(k):
-                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j]
-        else:
-            for j in range(k):
-                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j]
 
 
 @njit
@@ -250,19 +288,6 @@ def _scaled1(acc, a0, n, src, s0, f0, first):
 
 
 @njit
-def _scaled2(acc, a0, n, src, s0, s1, f0, f1, first):
-    a = acc[a0:a0 + n]
-    x0 = src[s0:s0 + n]
-    x1 = src[s1:s1 + n]
-    if first:
-        for j in range(n):
-            a[j] = _ZERO + x0[j] * f0 + x1[j] * f1
-    else:
-        for j in range(n):
-            a[j] = a[j] + x0[j] * f0 + x1[j] * f1
-
-
-@njit
 def _scaled4(acc, a0, n, src, s0, s1, s2, s3, f0, f1, f2, f3, first):
     a = acc[a0:a0 + n]
     x0 = src[s0:s0 + n]
@@ -278,83 +303,80 @@ def _scaled4(acc, a0, n, src, s0, s1, s2, s3, f0, f1, f2, f3, first):
 
 
 @njit
-def _common_range(lo, hi, nt):
-    lo_max, hi_min = lo[0], hi[0]
-    for t in range(1, nt):
-        lo_max = max(lo_max, lo[t])
-        hi_min = min(hi_min, hi[t])
-    return lo_max, hi_min
+def _insert_sorted(values, count, value):
+    """Insert ``value`` into the sorted distinct ``values[:count]``; return the new count."""
+    position = count
+    while position > 0 and values[position - 1] > value:
+        position -= 1
+    if position > 0 and values[position - 1] == value:
+        return count
+    for i in range(count, position, -1):
+        values[i] = values[i - 1]
+    values[position] = value
+    return count + 1
 
 
 @njit
-def _fill_plane_tiled(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, tile):
+def _segments(lo, hi, nt, n_pos, bounds):
+    """Sort the distinct column bounds 0, n_pos, lo[t], hi[t] into ``bounds``; return how many.
+    Between two consecutive bounds each tap reaches every column or none."""
+    count = _insert_sorted(bounds, _insert_sorted(bounds, 0, 0), n_pos)
+    for t in range(nt):
+        count = _insert_sorted(bounds, _insert_sorted(bounds, count, lo[t]), hi[t])
+    return count
+
+
+@njit
+def _fill_plane_tiled(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, tile, scratch):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*width + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
-    src[so[t] + q*width + j] * wt[tap[t]*tile + j]`` (0 where no tap reaches). Columns in reach of
-    every tap take the taps in groups; the edges take them one at a time, in order."""
-    lo_max, hi_min = (n_pos, n_pos) if nt == 0 else _common_range(lo, hi, nt)
-    if lo_max >= hi_min:
-        acc[base:base + n_pos * width] = 0
+    src[so[t] + q*width + j] * wt[tap[t]*tile + j]`` (0 where no tap reaches). Each segment of
+    columns reached by the same taps takes them 4 at a time, the first group writing."""
+    bounds, sub_so, sub_tap = scratch[0], scratch[1], scratch[2]
+    for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
+        q0, q1 = bounds[segment], bounds[segment + 1]
+        a0, n = base + q0 * width, (q1 - q0) * width
+        count = 0
         for t in range(nt):
-            _tiled1(acc, base + lo[t] * width, (hi[t] - lo[t]) * width, src, so[t] + lo[t] * width, wt,
-                    tap[t] * tile, tile, False)
-        return
-    acc[base:base + lo_max * width] = 0
-    acc[base + hi_min * width:base + n_pos * width] = 0
-    for t in range(nt):
-        if lo[t] < lo_max:
-            _tiled1(acc, base + lo[t] * width, (lo_max - lo[t]) * width, src, so[t] + lo[t] * width, wt,
-                    tap[t] * tile, tile, False)
-    a0, n, d = base + lo_max * width, (hi_min - lo_max) * width, lo_max * width
-    t = 0
-    while nt - t >= 4:
-        _tiled4(acc, a0, n, src, so[t] + d, so[t + 1] + d, so[t + 2] + d, so[t + 3] + d, wt, tap[t] * tile,
-                tap[t + 1] * tile, tap[t + 2] * tile, tap[t + 3] * tile, tile, t == 0)
-        t += 4
-    if nt - t >= 2:
-        _tiled2(acc, a0, n, src, so[t] + d, so[t + 1] + d, wt, tap[t] * tile, tap[t + 1] * tile, tile, t == 0)
-        t += 2
-    if t < nt:
-        _tiled1(acc, a0, n, src, so[t] + d, wt, tap[t] * tile, tile, t == 0)
-    for t in range(nt):
-        if hi[t] > hi_min:
-            _tiled1(acc, base + hi_min * width, (hi[t] - hi_min) * width, src, so[t] + hi_min * width, wt,
-                    tap[t] * tile, tile, False)
+            if lo[t] <= q0 and q1 <= hi[t]:
+                sub_so[count], sub_tap[count] = so[t] + q0 * width, tap[t] * tile
+                count += 1
+        if count == 0:
+            acc[a0:a0 + n] = 0
+        t = 0
+        while count - t >= 4:
+            _tiled4(acc, a0, n, src, sub_so[t], sub_so[t + 1], sub_so[t + 2], sub_so[t + 3], wt, sub_tap[t],
+                    sub_tap[t + 1], sub_tap[t + 2], sub_tap[t + 3], tile, t == 0)
+            t += 4
+        while t < count:
+            _tiled1(acc, a0, n, src, sub_so[t], wt, sub_tap[t], tile, t == 0)
+            t += 1
 
 
 @njit
-def _sum_columns(acc, base, q0, q1, src, so, ch, weight, lo, hi, nt):
-    for q in range(q0, q1):
-        total = _ZERO
-        for t in range(nt):
-            if lo[t] <= q < hi[t]:
-                total += src[so[t] + ch + q] * weight[t]
-        acc[base + q] = total
-
-
-@njit
-def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt):
+def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratch):
     """Planar plane of ``n_pos`` positions: ``acc[base + q] = sum over taps t with lo[t] <= q <
-    hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches). Interior
-    columns take the taps in groups; edge columns (few) are summed one by one."""
-    lo_max, hi_min = (0, 0) if nt == 0 else _common_range(lo, hi, nt)
-    if lo_max >= hi_min:  # no interior: every column is an edge column
-        lo_max = hi_min = n_pos
-    _sum_columns(acc, base, 0, lo_max, src, so, ch, weight, lo, hi, nt)
-    _sum_columns(acc, base, hi_min, n_pos, src, so, ch, weight, lo, hi, nt)
-    if lo_max >= hi_min:
-        return
-    a0, n, d = base + lo_max, hi_min - lo_max, ch + lo_max
-    t = 0
-    while nt - t >= 4:
-        _scaled4(acc, a0, n, src, so[t] + d, so[t + 1] + d, so[t + 2] + d, so[t + 3] + d, weight[t],
-                 weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
-        t += 4
-    if nt - t >= 2:
-        _scaled2(acc, a0, n, src, so[t] + d, so[t + 1] + d, weight[t], weight[t + 1], t == 0)
-        t += 2
-    if t < nt:
-        _scaled1(acc, a0, n, src, so[t] + d, weight[t], t == 0)
+    hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches); segments as in
+    ``_fill_plane_tiled``."""
+    bounds, sub_so, sub_weight = scratch[0], scratch[1], scratch[2]
+    for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
+        q0, q1 = bounds[segment], bounds[segment + 1]
+        a0, n = base + q0, q1 - q0
+        count = 0
+        for t in range(nt):
+            if lo[t] <= q0 and q1 <= hi[t]:
+                sub_so[count], sub_weight[count] = so[t] + ch + q0, t
+                count += 1
+        if count == 0:
+            acc[a0:a0 + n] = 0
+        t = 0
+        while count - t >= 4:
+            _scaled4(acc, a0, n, src, sub_so[t], sub_so[t + 1], sub_so[t + 2], sub_so[t + 3], weight[sub_weight[t]],
+                     weight[sub_weight[t + 1]], weight[sub_weight[t + 2]], weight[sub_weight[t + 3]], t == 0)
+            t += 4
+        while t < count:
+            _scaled1(acc, a0, n, src, sub_so[t], weight[sub_weight[t]], t == 0)
+            t += 1
 
 
 @njit(inline="always")
@@ -430,6 +452,7 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off,
         lo = np.empty(fh * fw, np.int64)
         hi = np.empty(fh * fw, np.int64)
         weight = np.empty(fh * fw, wt.dtype)
+        scratch = np.empty((3, 2 * fh * fw + 2), np.int64)
         x_base = x_off + b * x_st[0]
         for oy in range(oy0, oy1):
             nt = 0
@@ -468,9 +491,9 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off,
                     for t in range(nt):
                         weight[t] = wv[tap[t] * width + k]
                     _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
-                                       weight, lo, hi, nt)
+                                       weight, lo, hi, nt, scratch)
             else:
-                _fill_plane_tiled(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wt, tile)
+                _fill_plane_tiled(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wt, tile, scratch)
             if direct_out:
                 continue
             if planar:
@@ -510,6 +533,7 @@ def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv
         lo = np.empty(fh * fw, np.int64)
         hi = np.empty(fh * fw, np.int64)
         weight = np.empty(fh * fw, wt.dtype)
+        scratch = np.empty((3, 2 * fh * fw + 2), np.int64)
         dy_base = dy_off + b * dy_st[0]
         for iy in range(iy0, iy1):
             dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
@@ -551,10 +575,10 @@ def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv
                         for t in range(nt):
                             weight[t] = wv[tap[t] * width + k]
                         _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
-                                           k * channel_stride, weight, lo, hi, nt)
+                                           k * channel_stride, weight, lo, hi, nt, scratch)
                 else:
                     _fill_plane_tiled(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi, nt,
-                                      wt, tile)
+                                      wt, tile, scratch)
             if not direct_out:
                 _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
 
@@ -569,10 +593,10 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
                 plane, start = acc, c * sw * plane_len
             else:
                 plane, start = combined, 0
-                first = c * mult * sw * plane_len
-                combined[:sw * plane_len] = acc[first:first + sw * plane_len]
+                plane0 = c * mult * sw * plane_len
+                combined[:sw * plane_len] = acc[plane0:plane0 + sw * plane_len]
                 for m in range(1, mult):
-                    part = acc[first + m * sw * plane_len:first + (m + 1) * sw * plane_len]
+                    part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]
                     for j in range(sw * plane_len):
                         combined[j] += part[j]
             for r in range(min(sw, in_w)):
@@ -599,6 +623,71 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
                         total += acc[start + c * mult + m]
                     combined[c] = total
             _store_run(combined, 0, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
+
+
+# --- planar, stride 1: whole row blocks per tap ------------------------------------------------
+
+@njit(parallel=True, cache=True, nogil=True)
+def _planar_blocks_kernel(src, src_off, src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, kind):
+    """Stride-1 planes (forward, and backprop input when ``adjoint``): out[y, x] of plane p is the sum
+    over taps t, in order, of w * src[y + shift_y[t], x + shift_x[t]] of a source plane. A job stages
+    a block of source rows with zero margins at a common pitch, so each tap is one run over the
+    whole block: with finite weights a tap reaching the zero margin adds w * 0 = +-0, which leaves
+    a sum that started at +0 unchanged, i.e. exactly as if the tap were skipped. Backprop input sums
+    each of the M source planes of dx plane c separately, then adds the partial sums in m order."""
+    n_batch, out_h, out_w, src_h, src_w, planes, mult, block_rows = (geo[0], geo[1], geo[2], geo[3], geo[4],
+                                                                     geo[5], geo[6], geo[7])
+    width = wv.size // shift_y.size  # C*M: columns of the [tap][k] weight table
+    taps = shift_y.size
+    y_lo, y_hi, x_lo, x_hi = shift_y.min(), shift_y.max(), shift_x.min(), shift_x.max()
+    pitch = out_w + x_hi - x_lo
+    stage_rows = block_rows + y_hi - y_lo
+    parts = mult if adjoint else 1
+    blocks = (out_h + block_rows - 1) // block_rows
+    for job in prange(n_batch * planes * blocks):
+        b = job // (planes * blocks)
+        plane = (job // blocks) % planes
+        y0 = (job % blocks) * block_rows
+        rows = min(block_rows, out_h - y0)
+        n = rows * pitch
+        stage = np.empty(stage_rows * pitch + pitch, wv.dtype)  # + one pitch of slack read by last taps
+        acc = np.empty(parts * block_rows * pitch, wv.dtype)
+        offsets = np.empty(taps, np.int64)
+        weight = np.empty(taps, wv.dtype)
+        for t in range(taps):
+            offsets[t] = (shift_y[t] - y_lo) * pitch + shift_x[t] - x_lo
+        for part in range(parts):
+            k = plane * mult + part if adjoint else plane  # weight column
+            source = k if adjoint else plane // mult
+            base = src_off + b * src_st[0] + source * src_st[3]
+            stage[:] = 0
+            for r in range(rows + y_hi - y_lo):
+                sy = y0 + y_lo + r
+                if 0 <= sy < src_h:
+                    col0 = max(0, x_lo)  # source columns [x_lo, x_lo + pitch) land at stage columns 0..
+                    col1 = min(src_w, x_lo + pitch)
+                    if col1 > col0:
+                        _load_run(src, base + sy * src_st[1] + col0 * src_st[2], src_st[2], col1 - col0, stage,
+                                  r * pitch + col0 - x_lo, kind)
+            for t in range(taps):
+                weight[t] = wv[t * width + k]
+            a0 = part * block_rows * pitch
+            t = 0
+            while taps - t >= 4:
+                _scaled4(acc, a0, n, stage, offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3], weight[t],
+                         weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
+                t += 4
+            while t < taps:
+                _scaled1(acc, a0, n, stage, offsets[t], weight[t], t == 0)
+                t += 1
+        for part in range(1, parts):
+            total = acc[:n]
+            term = acc[part * block_rows * pitch:part * block_rows * pitch + n]
+            for j in range(n):
+                total[j] += term[j]
+        for r in range(rows):
+            _store_run(acc, r * pitch, out_w, out, out_off + b * out_st[0] + (y0 + r) * out_st[1] + plane * out_st[3],
+                       out_st[2], kind)
 
 
 # --- backprop filter -------------------------------------------------------------------------
@@ -715,12 +804,7 @@ def _combine_chunks(partial, out, out_off, out_st, fw, mult, kind):
                 total += partial[chunk, t, k]
             c = k // mult
             i = out_off + (t // fw) * out_st[0] + (t % fw) * out_st[1] + c * out_st[2] + (k - c * mult) * out_st[3]
-            if kind == _F16:
-                out[i] = _float_to_half(total)
-            elif kind == _BF16:
-                out[i] = _float_to_bf16(total)
-            else:
-                out[i] = total
+            _store_one(out, i, total, kind)
 
 
 # --- entry points (called by gradops.depthwise with NHWC-indexed views) -----------------------
@@ -729,12 +813,24 @@ def _accumulator(dtype: np.dtype) -> type:
     return np.float64 if dtype == np.float64 else np.float32
 
 
-def _kernel_view(array: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """(flat buffer, offset, element strides) of any view; half types as their uint16 bits."""
+def _kernel_view(array: np.ndarray, readonly: bool) -> tuple[np.ndarray, int, np.ndarray]:
+    """(flat buffer, offset, element strides) of any view; half types as their uint16 bits.
+    Inputs always go in read-only, so a caller's writeable flag does not double the kernel
+    specialisations numba compiles."""
     array = aligned_input(array)
     if array.dtype in _HALF_KINDS:
         array = array.view(np.uint16)
-    return flat_view(array)
+    buffer, offset, strides = flat_view(array)
+    if readonly:
+        buffer.flags.writeable = False
+    return buffer, offset, strides
+
+
+def _no_rows(dtype: type) -> np.ndarray:
+    """The stand-in for a "direct" input buffer when the rows are staged instead."""
+    rows = np.empty(0, dtype)
+    rows.flags.writeable = False
+    return rows
 
 
 def _is_planar(pos_stride: int, ch_stride: int, n_pos: int, n_ch: int) -> bool:
@@ -766,13 +862,13 @@ def _rows_per_job(batch: int, rows: int) -> int:
     return min(rows, max(1, math.ceil(batch * rows / _TARGET_JOBS)))
 
 
-def _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
-              pad_left) -> np.ndarray:
-    return np.array([batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
-                     pad_top, pad_left], dtype=np.int64)
+def _geometry(*sizes: int) -> np.ndarray:
+    """(N, H, W, C, M, OH, OW, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left): the
+    ``geo`` argument of the row kernels."""
+    return np.array(sizes, dtype=np.int64)
 
 
-def _run_dynamic(kernel, *args) -> None:
+def _run_dynamic(kernel: Callable[..., None], *args: object) -> None:
     """Run a prange kernel handing out iterations one at a time: on a shared machine a static
     split waits for the slowest thread. Results do not depend on the schedule."""
     previous = numba.set_parallel_chunksize(1)
@@ -780,6 +876,25 @@ def _run_dynamic(kernel, *args) -> None:
         kernel(*args)
     finally:
         numba.set_parallel_chunksize(previous)
+
+
+def _tap_shifts(fh: int, fw: int, step_y: int, step_x: int, start_y: int, start_x: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per tap (ky, kx) in order: the source offset ``start + k*step`` of each axis."""
+    ky, kx = np.divmod(np.arange(fh * fw, dtype=np.int64), fw)
+    return start_y + ky * step_y, start_x + kx * step_x
+
+
+def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, shift_y, shift_x, adjoint,
+                       dtype) -> None:
+    """``sizes``: (batch, out_h, out_w, src_h, src_w, out planes, M). Blocks of about 8K elements
+    keep a job's staged rows and accumulators in cache."""
+    batch, out_h, out_w, src_h, src_w, planes, mult = sizes
+    pitch = out_w + int(shift_x.max() - shift_x.min())
+    block_rows = max(1, min(out_h, 8192 // pitch))
+    geo = np.array([batch, out_h, out_w, src_h, src_w, planes, mult, block_rows], dtype=np.int64)
+    _run_dynamic(_planar_blocks_kernel, src, src_off, src_st, wv, out, out_off, out_st, geo, shift_y, shift_x,
+                 adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
 def _aligned_out(out: np.ndarray) -> np.ndarray:
@@ -801,15 +916,22 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     _, out_h, out_w, width = out.shape
     acc = _accumulator(out.dtype)
     native = out.dtype not in _HALF_KINDS
-    x_buf, x_off, x_st = _kernel_view(x)
-    y_buf, y_off, y_st = _kernel_view(target)
+    x_buf, x_off, x_st = _kernel_view(x, True)
+    y_buf, y_off, y_st = _kernel_view(target, False)
     planar = _is_planar(x_st[2], x_st[3], in_w, chans)
     direct_in = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
     wt, wv, tile = _weights(filt, acc, planar)
+    if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
+        shift_y, shift_x = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
+        _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width, mult),
+                           shift_y, shift_x, False, out.dtype)
+        if target is not out:
+            np.copyto(out, target)
+        return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
-    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else np.empty(0, acc), direct_in, wt, tile,
+    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wt, tile,
                  wv, y_buf, y_off, y_st, y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar,
                  _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, out_h))
     if target is not out:
@@ -830,16 +952,24 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     _, out_h, out_w, width = dy.shape
     acc = _accumulator(out.dtype)
     native = out.dtype not in _HALF_KINDS
-    dy_buf, dy_off, dy_st = _kernel_view(dy)
-    dx_buf, dx_off, dx_st = _kernel_view(target)
+    dy_buf, dy_off, dy_st = _kernel_view(dy, True)
+    dx_buf, dx_off, dx_st = _kernel_view(target, False)
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_in = native and _direct_rows(dy_st, out_w, width, planar)
     # dx rows can be the accumulator when they have its layout: no residue planes, no m to combine
     direct_out = native and stride_w == 1 and mult == 1 and _direct_rows(dx_st, in_w, chans, planar)
     wt, wv, tile = _weights(filt, acc, planar)
+    if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
+        # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
+        shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
+        _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
+                           mult), shift_y, shift_x, True, out.dtype)
+        if target is not out:
+            np.copyto(out, target)
+        return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
-    _run_dynamic(_backprop_input_kernel, dy_buf, dy_off, dy_st, dy_buf if direct_in else np.empty(0, acc), direct_in,
+    _run_dynamic(_backprop_input_kernel, dy_buf, dy_off, dy_st, dy_buf if direct_in else _no_rows(acc), direct_in,
                  wt, tile, wv, dx_buf, dx_off, dx_st, dx_buf if direct_out else np.empty(0, acc), direct_out, geo,
                  planar, _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, in_h))
     if target is not out:
@@ -861,8 +991,8 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     _, out_h, out_w, width = dy.shape
     acc = _accumulator(out.dtype)
     native = x.dtype not in _HALF_KINDS
-    x_buf, x_off, x_st = _kernel_view(x)
-    dy_buf, dy_off, dy_st = _kernel_view(dy)
+    x_buf, x_off, x_st = _kernel_view(x, True)
+    dy_buf, dy_off, dy_st = _kernel_view(dy, True)
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
@@ -870,10 +1000,10 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
     kind = _HALF_KINDS.get(out.dtype, _FLOAT)
-    _run_dynamic(_backprop_filter_kernel, x_buf, x_off, x_st, x_buf if direct_x else np.empty(0, acc), direct_x,
-                 dy_buf, dy_off, dy_st, dy_buf if direct_dy else np.empty(0, acc), direct_dy, partial, geo, planar,
+    _run_dynamic(_backprop_filter_kernel, x_buf, x_off, x_st, x_buf if direct_x else _no_rows(acc), direct_x,
+                 dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc), direct_dy, partial, geo, planar,
                  kind)
-    out_buf, out_off, out_st = _kernel_view(target)
+    out_buf, out_off, out_st = _kernel_view(target, False)
     _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)
     if target is not out:
         np.copyto(out, target)
