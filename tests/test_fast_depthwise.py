@@ -184,9 +184,11 @@ def test_layouts_give_identical_bits(dtype, stride):
 
 def test_suite_shapes_scaled_down():
     """The SUITE.md D-workload geometries (3x3 SAME, stride 2 with the odd pad after, 5x5 with
-    multiplier 2, dilation 2) on small images, where the interior/edge split is exercised."""
+    multiplier 2, dilation 2, D3's 512 channels and a multiplier-2 row of 128 channels, which take
+    the wide-row path) on small images, where the interior/edge split is exercised."""
     rng = np.random.default_rng(11)
-    for c, m, k, stride, dil in [(32, 1, 3, 1, 1), (64, 1, 3, 2, 1), (24, 2, 5, 1, 1), (32, 1, 3, 1, 2)]:
+    for c, m, k, stride, dil in [(32, 1, 3, 1, 1), (64, 1, 3, 2, 1), (24, 2, 5, 1, 1), (32, 1, 3, 1, 2),
+                                 (512, 1, 3, 1, 1), (64, 2, 3, 1, 1)]:
         h = w = 13
         oh = (h + stride - 1) // stride
         need = max(0, (oh - 1) * stride + (k - 1) * dil + 1 - h)

@@ -24,7 +24,11 @@ How the work is laid out:
   splits into segments of columns reached by the same taps, and each segment takes its taps 4 at
   a time (one load and store of the accumulator per 4; the first group writes, so nothing is
   zeroed first). Taps in the padding are skipped: they are never multiplied by 0, except in the
-  planar blocks, where that is exact (see ``_planar_blocks_kernel``).
+  planar blocks, where that is exact (see ``_planar_blocks_kernel``). Channels-last rows of at
+  least ``_ROW_WIDTH`` channels whose taps are whole filter rows of 3 reading consecutive
+  positions (stride 1 in x-space, dilation 1) go 4 positions at a time instead: the 4 share each
+  loaded weight and source vector (``_row3``), and a 3x3 filter keeps each output in registers
+  for all 9 taps (``_rows3x3``). Same products, same additions, same order.
 * Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
   input: for each m, taps (ky, kx) ascending from +0, then the M partial sums added in m order.
   Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its (row, ox) terms in
@@ -55,6 +59,7 @@ _LANES = 16  # backprop filter: independent partial sums per filter element (ox 
 _CHUNKS = 64  # backprop filter: row chunks reduced separately, then combined in order
 _TARGET_JOBS = 64  # forward / backprop input: jobs to hand out dynamically (load balance)
 _TILE = 512  # minimum length of a tiled weight row (channels-last inner loops)
+_ROW_WIDTH = 128  # channels-last C*M from which whole filter rows run position-blocked (``_row3``)
 
 
 # --- float16 / bfloat16 <-> float32 on bits --------------------------------------------------
@@ -255,6 +260,23 @@ def _tiled1(acc, a0, n, src, s0, wt, w0, tile, first):
 
 
 @njit
+def _tiled2(acc, a0, n, src, s0, s1, wt, w0, w1, tile, first):
+    for j0 in range(0, n, tile):
+        k = min(tile, n - j0)
+        a = acc[a0 + j0:a0 + j0 + k]
+        x0 = src[s0 + j0:s0 + j0 + k]
+        x1 = src[s1 + j0:s1 + j0 + k]
+        f0 = wt[w0:w0 + k]
+        f1 = wt[w1:w1 + k]
+        if first:
+            for j in range(k):
+                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j]
+        else:
+            for j in range(k):
+                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j]
+
+
+@njit
 def _tiled4(acc, a0, n, src, s0, s1, s2, s3, wt, w0, w1, w2, w3, tile, first):
     for j0 in range(0, n, tile):
         k = min(tile, n - j0)
@@ -273,6 +295,110 @@ def _tiled4(acc, a0, n, src, s0, s1, s2, s3, wt, w0, w1, w2, w3, tile, first):
         else:
             for j in range(k):
                 a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j] + x2[j] * f2[j] + x3[j] * f3[j]
+
+
+@njit
+def _row3(acc, a0, width, src, s_low, ascending, wt, w0, w1, w2, first):
+    """Channels-last rows, 4 consecutive positions of ``width`` channels, 3 taps whose sources are
+    consecutive positions (one filter row, stride 1 in x-space): acc[a0 + p*width + j] (=|+=)
+    sum over taps i, in order, of src[s_low + (p + i)*width + j] * wt[w_i + j] (``ascending``), or
+    of src[s_low + (p + 2 - i)*width + j] * wt[w_i + j]. Each of the 6 source vectors and 3 weight
+    vectors is loaded once for the 12 (position, tap) products that use it."""
+    a = acc[a0:a0 + 4 * width]
+    v = src[s_low:s_low + 6 * width]
+    f0 = wt[w0:w0 + width]
+    f1 = wt[w1:w1 + width]
+    f2 = wt[w2:w2 + width]
+    p1, p2, p3, p4, p5 = width, 2 * width, 3 * width, 4 * width, 5 * width
+    if ascending and first:
+        for j in range(width):
+            g0, g1, g2 = f0[j], f1[j], f2[j]
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            a[j] = _ZERO + y0 * g0 + y1 * g1 + y2 * g2
+            a[p1 + j] = _ZERO + y1 * g0 + y2 * g1 + y3 * g2
+            a[p2 + j] = _ZERO + y2 * g0 + y3 * g1 + y4 * g2
+            a[p3 + j] = _ZERO + y3 * g0 + y4 * g1 + y5 * g2
+    elif ascending:
+        for j in range(width):
+            g0, g1, g2 = f0[j], f1[j], f2[j]
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            a[j] = a[j] + y0 * g0 + y1 * g1 + y2 * g2
+            a[p1 + j] = a[p1 + j] + y1 * g0 + y2 * g1 + y3 * g2
+            a[p2 + j] = a[p2 + j] + y2 * g0 + y3 * g1 + y4 * g2
+            a[p3 + j] = a[p3 + j] + y3 * g0 + y4 * g1 + y5 * g2
+    elif first:
+        for j in range(width):
+            g0, g1, g2 = f0[j], f1[j], f2[j]
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            a[j] = _ZERO + y2 * g0 + y1 * g1 + y0 * g2
+            a[p1 + j] = _ZERO + y3 * g0 + y2 * g1 + y1 * g2
+            a[p2 + j] = _ZERO + y4 * g0 + y3 * g1 + y2 * g2
+            a[p3 + j] = _ZERO + y5 * g0 + y4 * g1 + y3 * g2
+    else:
+        for j in range(width):
+            g0, g1, g2 = f0[j], f1[j], f2[j]
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            a[j] = a[j] + y2 * g0 + y1 * g1 + y0 * g2
+            a[p1 + j] = a[p1 + j] + y3 * g0 + y2 * g1 + y1 * g2
+            a[p2 + j] = a[p2 + j] + y4 * g0 + y3 * g1 + y2 * g2
+            a[p3 + j] = a[p3 + j] + y5 * g0 + y4 * g1 + y3 * g2
+
+
+@njit(inline="always")
+def _row_sum(start, y0, y1, y2, g0, g1, g2):
+    return start + y0 * g0 + y1 * g1 + y2 * g2
+
+
+@njit
+def _row_runs(so, count, width):
+    """Whether the taps come in threes reading consecutive source positions, all the same way."""
+    step = so[1] - so[0] if count >= 2 else 0
+    if count % 3 != 0 or abs(step) != width:
+        return False
+    for t in range(0, count, 3):
+        if so[t + 1] - so[t] != step or so[t + 2] - so[t + 1] != step:
+            return False
+    return True
+
+
+@njit
+def _rows3x3(acc, a0, width, src, s_a, s_b, s_c, ascending, wt, taps):
+    """``_row3`` for all 9 taps of a 3x3 filter at once (weights at ``taps[:9]``, source rows from
+    ``s_a``, ``s_b``, ``s_c``): each output starts at +0 and is stored once, never reloaded."""
+    a = acc[a0:a0 + 4 * width]
+    u = src[s_a:s_a + 6 * width]
+    v = src[s_b:s_b + 6 * width]
+    w = src[s_c:s_c + 6 * width]
+    f0, f1, f2 = wt[taps[0]:taps[0] + width], wt[taps[1]:taps[1] + width], wt[taps[2]:taps[2] + width]
+    f3, f4, f5 = wt[taps[3]:taps[3] + width], wt[taps[4]:taps[4] + width], wt[taps[5]:taps[5] + width]
+    f6, f7, f8 = wt[taps[6]:taps[6] + width], wt[taps[7]:taps[7] + width], wt[taps[8]:taps[8] + width]
+    p1, p2, p3, p4, p5 = width, 2 * width, 3 * width, 4 * width, 5 * width
+    if ascending:
+        for j in range(width):
+            g0, g1, g2, g3, g4, g5, g6, g7, g8 = f0[j], f1[j], f2[j], f3[j], f4[j], f5[j], f6[j], f7[j], f8[j]
+            b0 = b1 = b2 = b3 = _ZERO
+            y0, y1, y2, y3, y4, y5 = u[j], u[p1 + j], u[p2 + j], u[p3 + j], u[p4 + j], u[p5 + j]
+            b0, b1 = _row_sum(b0, y0, y1, y2, g0, g1, g2), _row_sum(b1, y1, y2, y3, g0, g1, g2)
+            b2, b3 = _row_sum(b2, y2, y3, y4, g0, g1, g2), _row_sum(b3, y3, y4, y5, g0, g1, g2)
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            b0, b1 = _row_sum(b0, y0, y1, y2, g3, g4, g5), _row_sum(b1, y1, y2, y3, g3, g4, g5)
+            b2, b3 = _row_sum(b2, y2, y3, y4, g3, g4, g5), _row_sum(b3, y3, y4, y5, g3, g4, g5)
+            y0, y1, y2, y3, y4, y5 = w[j], w[p1 + j], w[p2 + j], w[p3 + j], w[p4 + j], w[p5 + j]
+            a[j], a[p1 + j] = _row_sum(b0, y0, y1, y2, g6, g7, g8), _row_sum(b1, y1, y2, y3, g6, g7, g8)
+            a[p2 + j], a[p3 + j] = _row_sum(b2, y2, y3, y4, g6, g7, g8), _row_sum(b3, y3, y4, y5, g6, g7, g8)
+    else:
+        for j in range(width):
+            g0, g1, g2, g3, g4, g5, g6, g7, g8 = f0[j], f1[j], f2[j], f3[j], f4[j], f5[j], f6[j], f7[j], f8[j]
+            b0 = b1 = b2 = b3 = _ZERO
+            y0, y1, y2, y3, y4, y5 = u[j], u[p1 + j], u[p2 + j], u[p3 + j], u[p4 + j], u[p5 + j]
+            b0, b1 = _row_sum(b0, y2, y1, y0, g0, g1, g2), _row_sum(b1, y3, y2, y1, g0, g1, g2)
+            b2, b3 = _row_sum(b2, y4, y3, y2, g0, g1, g2), _row_sum(b3, y5, y4, y3, g0, g1, g2)
+            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
+            b0, b1 = _row_sum(b0, y2, y1, y0, g3, g4, g5), _row_sum(b1, y3, y2, y1, g3, g4, g5)
+            b2, b3 = _row_sum(b2, y4, y3, y2, g3, g4, g5), _row_sum(b3, y5, y4, y3, g3, g4, g5)
+            y0, y1, y2, y3, y4, y5 = w[j], w[p1 + j], w[p2 + j], w[p3 + j], w[p4 + j], w[p5 + j]
+            a[j], a[p1 + j] = _row_sum(b0, y2, y1, y0, g6, g7, g8), _row_sum(b1, y3, y2, y1, g6, g7, g8)
+            a[p2 + j], a[p3 + j] = _row_sum(b2, y4, y3, y2, g6, g7, g8), _row_sum(b3, y5, y4, y3, g6, g7, g8)
 
 
 @njit
@@ -343,14 +469,35 @@ def _fill_plane_tiled(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, til
                 count += 1
         if count == 0:
             acc[a0:a0 + n] = 0
+            continue
+        if width >= _ROW_WIDTH and _row_runs(sub_so, count, width):
+            # whole filter rows: blocks of 4 positions share their loads (``_row3``, ``_rows3x3``)
+            blocked = (q1 - q0) // 4 * 4 * width
+            ascending = sub_so[1] > sub_so[0]
+            low = 0 if ascending else 2  # the tap of a row reading its lowest source position
+            for p in range(0, blocked, 4 * width):
+                if count == 9:
+                    _rows3x3(acc, a0 + p, width, src, sub_so[low] + p, sub_so[3 + low] + p, sub_so[6 + low] + p,
+                             ascending, wt, sub_tap)
+                    continue
+                for t in range(0, count, 3):
+                    _row3(acc, a0 + p, width, src, sub_so[t + low] + p, ascending, wt, sub_tap[t], sub_tap[t + 1],
+                          sub_tap[t + 2], t == 0)
+            a0, n = a0 + blocked, n - blocked
+            for t in range(count):
+                sub_so[t] += blocked
+        if n == 0:
+            continue
         t = 0
         while count - t >= 4:
             _tiled4(acc, a0, n, src, sub_so[t], sub_so[t + 1], sub_so[t + 2], sub_so[t + 3], wt, sub_tap[t],
                     sub_tap[t + 1], sub_tap[t + 2], sub_tap[t + 3], tile, t == 0)
             t += 4
-        while t < count:
+        if count - t >= 2:
+            _tiled2(acc, a0, n, src, sub_so[t], sub_so[t + 1], wt, sub_tap[t], sub_tap[t + 1], tile, t == 0)
+            t += 2
+        if t < count:
             _tiled1(acc, a0, n, src, sub_so[t], wt, sub_tap[t], tile, t == 0)
-            t += 1
 
 
 @njit
