@@ -249,6 +249,59 @@ def test_large_rows_split_into_blocks():
         assert_close(dx, exact, abs_sum, terms)
 
 
+def grid_taps(n_in: int, n_out: int, mode: str, grid: str):
+    if grid == "half":
+        return axis_taps(n_in, n_out, n_out / n_in, 0.5, -0.5, mode, "half_up")
+    if grid == "asymmetric":
+        return axis_taps(n_in, n_out, n_out / n_in, 0.0, 0.0, mode, "floor")
+    return axis_taps(n_in, n_out, n_out / n_in, 0.25, 0.3, mode, "ceil")
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("grid", ["half", "asymmetric", "shifted"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_twofold_ratios_with_wide_rows(mode, grid, dtype, channels_last):
+    """2x up- and downsampling on rows of >= 16 columns: the affine-span loops (both
+    directions, edges clamped, empty phases) and the slot tables around them."""
+    rng = np.random.default_rng(13)
+    for shape_in, shape_out in [((2, 3, 5, 24), (2, 3, 10, 48)), ((2, 3, 10, 48), (2, 3, 5, 24)),
+                                ((2, 3, 7, 35), (2, 3, 14, 70))]:
+        taps = [axis_taps(n, n, 1.0, 0.0, 0.0, mode, "half_up") for n in shape_in[:2]] + \
+            [grid_taps(i, o, mode, grid) for i, o in zip(shape_in[2:], shape_out[2:])]
+        matrices = [dense(index, weight, n) for (index, weight), n in zip(taps, shape_in)]
+        x, dy = random_data(rng, shape_in, dtype), random_data(rng, shape_out, dtype)
+        y, dx = np.empty(shape_out, dtype), np.empty(shape_in, dtype)
+        if channels_last:
+            x, dy, y, dx = nhwc(x), nhwc(dy), nhwc(y), nhwc(dx)
+        resample_forward(x, y, taps)
+        abs_sum = apply_axes([np.abs(m) for m in matrices], np.abs(x.astype(np.float64)))
+        assert_close(y, apply_axes(matrices, x.astype(np.float64)), abs_sum, taps_per_output(matrices))
+        resample_backward(dy, dx, taps)
+        transposed = [m.T for m in matrices]
+        abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
+        assert_close(dx, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_twofold_ratio_across_column_blocks(mode):
+    """Rank 1, 2x, longer than one column block: affine spans cut by block boundaries."""
+    rng = np.random.default_rng(17)
+    for n_in, n_out in [(9000, 18000), (18000, 9000)]:
+        index, weight = axis_taps(n_in, n_out, n_out / n_in, 0.5, -0.5, mode, "half_up")
+        w = weight.astype(np.float64)
+        dy = random_data(rng, (n_out,), np.float32)
+        dx = np.empty(n_in, np.float32)
+        resample_backward(dy, dx, [(index, weight)])
+        exact = np.bincount(index.ravel(), (w * dy[:, None]).ravel(), n_in)
+        abs_sum = np.bincount(index.ravel(), (w * np.abs(dy[:, None])).ravel(), n_in)
+        assert_close(dx, exact, abs_sum, int(np.bincount(index[weight != 0], minlength=n_in).max()))
+        x = random_data(rng, (n_in,), np.float32)
+        y = np.empty(n_out, np.float32)
+        resample_forward(x, y, [(index, weight)])
+        assert_close(y, (w * x[index]).sum(axis=1), (w * np.abs(x[index])).sum(axis=1), 2)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_gradient_non_finite_and_signed_zero(mode):
     """inf/NaN flow only through taps of nonzero weight (SPEC 3.4); the gradient starts from +0,
@@ -344,3 +397,33 @@ def test_half_encoding_rounds_to_nearest_even():
     nan = np.isnan(values)
     np.testing.assert_array_equal(got[~nan].view(np.uint16), expected[~nan].view(np.uint16))
     assert np.isnan(got[nan]).all()
+
+
+def test_public_gradient_uses_these_kernels(monkeypatch):
+    """``gradops.resample_grad1(..., backend="fast")`` runs ``resample_backward`` (and the
+    forward op ``resample_forward``), with results matching the dense reference."""
+    import gradops
+    from gradops._fast import resample as fast
+
+    calls = []
+
+    def spy(name, kernel):
+        def wrapper(*args):
+            calls.append(name)
+            kernel(*args)
+        return wrapper
+
+    monkeypatch.setattr(fast, "resample_backward", spy("backward", fast.resample_backward))
+    monkeypatch.setattr(fast, "resample_forward", spy("forward", fast.resample_forward))
+    rng = np.random.default_rng(23)
+    dy = random_data(rng, (2, 3, 12, 10), np.float32)
+    dx = gradops.resample_grad1(dy, (2, 3, 6, 4), mode="linear", backend="fast")
+    y = gradops.resample2(random_data(rng, (2, 3, 6, 4), np.float32), (2, 3, 12, 10), mode="linear",
+                          backend="fast")
+    assert calls == ["backward", "forward"] and y.shape == (2, 3, 12, 10)
+    # Default GRAD1 parameters are the adjoint of RESAMPLE2 on the half-pixel grid (SPEC 3.6).
+    taps = [axis_taps(n, n, 1.0, 0.0, 0.0, "linear", "floor") for n in (2, 3)] + \
+        [axis_taps(i, o, np.float32(o / i), 0.5, -0.5, "linear", "floor") for i, o in ((6, 12), (4, 10))]
+    transposed = [dense(index, weight, n).T for (index, weight), n in zip(taps, (2, 3, 6, 4))]
+    abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
+    assert_close(dx, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))

@@ -3,7 +3,7 @@
 Both directions are one contraction ``dst[i] = sum over product taps of w * src[j]`` with
 per-axis tables that map a destination index to its source indices:
 
-* forward  (``Y = J X``):    the forward taps of ``axis_taps`` (zero weights dropped);
+* forward  (``Y = J X``):    the forward taps of ``axis_taps`` (zero weights dropped, SPEC 3.4);
 * backward (``dX = J^T dY``): the transposed, CSR tables of ``transpose_taps``.
 
 So the gradient is a gather too: every destination element is computed by one thread, summing
@@ -17,29 +17,39 @@ and the unit axis is a dummy of size 1. A work item is one index ``(i0, i1, i2)`
 of columns, computed in two steps over contiguous memory:
 
 1. ``row_sum[c, u] = sum over the taps of a0, a1, a2 of w * src[o0, o1, o2, c, u]`` over the
-   source columns ``c`` that the block reads: one long vectorised loop per tap (four taps per
-   pass), a pure sum when every weight is 1 (nearest);
-2. the column axis: a copy when it is not resampled, otherwise
+   source columns ``c`` that the block reads: long vectorised loops adding up to four source
+   rows per pass, pure sums when every weight is 1 (nearest);
+2. the column axis: a copy if it is not resampled, otherwise
    ``dst[j, u] = sum over k of w[j, k] * row_sum[slot[j, k], u]`` through a padded table of
    ``K`` slots per destination column (padding slots read a unit of ``-0.0``, the exact additive
-   identity of IEEE addition). With ``U > 1`` each slot adds a vector of ``U`` elements.
+   identity of IEEE addition). With ``U > 1`` (NHWC) each slot adds a vector of ``U`` elements.
+   With ``U == 1`` (NCHW) the columns of an "affine span", where the sources are
+   ``q * t + base + k`` (2x up- or downsampling), are computed by loops with constant strides
+   that LLVM vectorises; the other columns read the table one by one.
 
-Arithmetic (SPEC 3.7): float32 data accumulate in float32, float16 data are decoded to float32
-in the kernel (bit manipulation, exact) and the result is rounded once to float16 (round to
-nearest even; subnormals, inf and NaN handled). Nearest forward resampling is a pure selection
-and copies bits, NaN payloads included. Sums start from -0.0 in the forward op (a -0 input read
-at weight 1 stays -0, SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts
-from zeros).
+Arithmetic (SPEC 3.7): sums are float32; float16 data are decoded to float32 in the kernel
+(bit manipulation, exact) and the result is rounded once to float16 (round to nearest even;
+subnormals, inf and NaN handled). Nearest forward resampling is a pure selection and copies
+bits, NaN payloads included. Sums start from -0.0 in the forward op (a -0 input read at weight
+1 stays -0, SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts from zeros).
+
+Threads: see ``_share``.
 """
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
+import time
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
-from numba import get_num_threads, njit, prange, types
-from numba.extending import overload
+from numba import get_num_threads, njit, types
+from numba.core import cgutils
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.extending import intrinsic, overload
 
 from .._resample_plan import transpose_taps
 from .strided import aligned_input, element_aligned, flat_view
@@ -50,9 +60,9 @@ RANK = 4
 # Elements of one row sum (columns x U): longer rows are split into column blocks, so that long
 # 1-D/2-D cases still run in parallel and the row sum stays in L1/L2.
 _ROW_ELEMENTS = 8192
-# Work items per thread: enough to even out rows of unequal cost, few enough that the per-chunk
-# scratch allocation does not matter.
-_CHUNKS_PER_THREAD = 4
+# Chunks of work items per thread, claimed dynamically: enough to even out rows of unequal cost
+# and threads that start late, few enough that claiming costs nothing.
+_CHUNKS_PER_THREAD = 16
 
 _FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 + -0 == -0
 _GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
@@ -98,6 +108,7 @@ def _float_to_half(value):
 
 
 # Element access generic over the buffer type: float32 data as is, float16 data as uint16 bits.
+# Sums are float32 either way (SPEC 3.7).
 
 def _load(buffer, index):
     """``buffer[index]`` as a number (float16 bits are decoded)."""
@@ -105,14 +116,6 @@ def _load(buffer, index):
 
 def _store(buffer, index, value):
     """``buffer[index] = value``, rounded once to the buffer's type."""
-
-
-def _scratch(buffer, size):
-    """An accumulator array for data of ``buffer``'s type (float32, SPEC 3.7)."""
-
-
-def _widen(buffer, weight):
-    """``weight`` in the accumulator type of ``buffer``'s data."""
 
 
 @overload(_load)
@@ -134,83 +137,68 @@ def _store_impl(buffer, index, value):
     return store_float
 
 
-@overload(_scratch)
-def _scratch_impl(buffer, size):
-    return lambda buffer, size: np.empty(size, np.float32)
-
-
-@overload(_widen)
-def _widen_impl(buffer, weight):
-    return lambda buffer, weight: np.float32(weight)
-
-
 # ---------------------------------------------------------------------------------------------
 # Row helpers. Hot loops index the flat buffers with unsigned integers: NumPy-style negative
 # index wraparound code would stop LLVM from vectorising them, and slicing inside the row loop
 # would cost reference-count updates on the shared buffers.
 
-@njit
-def _add4(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, weighted):
-    """``acc[a + c] += (w0 * src[b0 + c] + w1 * src[b1 + c]) + (w2 * src[b2 + c] + w3 * src[b3 + c])``."""
-    if weighted:
+@njit(inline="always")
+def _add_rows(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, rows, weighted, first, zero):
+    """``acc[a + c] = (zero if first else acc[a + c]) + sum over the first ``rows`` (1, 2 or 4)
+    of ``w_r * src[b_r + c]``, summed as ((r0 + r1) + (r2 + r3)), for ``c < n``. Writing the
+    first group instead of clearing ``acc`` first saves a pass, and lets LLVM keep ``acc``'s
+    alias check out of the loop."""
+    if rows == 4:
+        if weighted:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + ((w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
+                                                               + (w2 * _load(src, b2 + c) + w3 * _load(src, b3 + c)))
+        else:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + ((_load(src, b0 + c) + _load(src, b1 + c))
+                                                               + (_load(src, b2 + c) + _load(src, b3 + c)))
+    elif rows == 2:
+        if weighted:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + (w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
+        else:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + (_load(src, b0 + c) + _load(src, b1 + c))
+    elif weighted:
         for c in range(n):
-            acc[a + c] += (w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c)) \
-                + (w2 * _load(src, b2 + c) + w3 * _load(src, b3 + c))
+            acc[a + c] = (zero if first else acc[a + c]) + w0 * _load(src, b0 + c)
     else:
         for c in range(n):
-            acc[a + c] += (_load(src, b0 + c) + _load(src, b1 + c)) + (_load(src, b2 + c) + _load(src, b3 + c))
+            acc[a + c] = (zero if first else acc[a + c]) + _load(src, b0 + c)
 
 
-@njit
-def _add2(acc, a, src, b0, b1, w0, w1, n, weighted):
-    """``acc[a + c] += w0 * src[b0 + c] + w1 * src[b1 + c]``."""
-    if weighted:
-        for c in range(n):
-            acc[a + c] += w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c)
-    else:
-        for c in range(n):
-            acc[a + c] += _load(src, b0 + c) + _load(src, b1 + c)
-
-
-@njit
-def _add1(acc, a, src, b0, w0, n, weighted):
-    """``acc[a + c] += w0 * src[b0 + c]``."""
-    if weighted:
-        for c in range(n):
-            acc[a + c] += w0 * _load(src, b0 + c)
-    else:
-        for c in range(n):
-            acc[a + c] += _load(src, b0 + c)
-
-
-@njit
+@njit(inline="always")
 def _sum_rows(acc, start, src, bases, weights, taps, shift, count, step, weighted, zero):
     """``acc[start + c] = zero + sum over t < taps of weights[t] * src[bases[t] + shift + c * step]``
     for ``c < count``. Unit steps add four (then two, one) source rows per pass over ``acc``."""
+    zero = np.float32(zero)
     a = np.uint64(start)
     n = np.uint64(count)
-    for c in range(n):
-        acc[a + c] = zero
+    if taps == 0 or step != 1:
+        for c in range(n):
+            acc[a + c] = zero
     if step != 1:
         for t in range(taps):
             for c in range(count):
                 acc[a + np.uint64(c)] += weights[t] * _load(src, np.uint64(bases[t] + shift + c * step))
         return
     t = 0
-    while taps - t >= 4:
-        _add4(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[t + 1] + shift),
-              np.uint64(bases[t + 2] + shift), np.uint64(bases[t + 3] + shift),
-              weights[t], weights[t + 1], weights[t + 2], weights[t + 3], n, weighted)
-        t += 4
-    if taps - t >= 2:
-        _add2(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[t + 1] + shift),
-              weights[t], weights[t + 1], n, weighted)
-        t += 2
-    if taps - t == 1:
-        _add1(acc, a, src, np.uint64(bases[t] + shift), weights[t], n, weighted)
+    while t < taps:
+        rows = 4 if taps - t >= 4 else (2 if taps - t >= 2 else 1)
+        last = t + rows - 1
+        _add_rows(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[min(t + 1, last)] + shift),
+                  np.uint64(bases[min(t + 2, last)] + shift), np.uint64(bases[last] + shift),
+                  weights[t], weights[min(t + 1, last)], weights[min(t + 2, last)], weights[last],
+                  n, rows, weighted, t == 0, zero)
+        t += rows
 
 
-@njit
+@njit(inline="always")
 def _store_run(dst, base, step, values, start, count):
     """``dst[base + j * step] = values[start + j]`` for ``j < count``, rounded to dst's type."""
     v = np.uint64(start)
@@ -223,12 +211,12 @@ def _store_run(dst, base, step, values, start, count):
             _store(dst, np.uint64(base + j * step), values[v + np.uint64(j)])
 
 
-@njit
+@njit(inline="always")
 def _store_gathered(dst, base, step, row_sum, slot, weight, column0, count, weighted, zero):
     """``dst[base + j * step] = zero + sum over k of weight[c, k] * row_sum[slot[c, k]]`` with
     ``c = column0 + j``, ``j < count`` (unit size 1): one register accumulator per column.
     Tables have 1, 2 or 4m slots, summed in groups of four."""
-    zero = _widen(dst, zero)
+    zero = np.float32(zero)
     slots = slot.shape[1]
     first = np.uint64(column0)
     for j in range(np.uint64(count)):
@@ -244,29 +232,30 @@ def _store_gathered(dst, base, step, row_sum, slot, weight, column0, count, weig
                 _store(dst, out, zero + (row_sum[slot[c, 0]] + row_sum[slot[c, 1]]))
         else:
             acc = zero
-            for k in range(0, slots, 4):
+            for k in range(np.uint64(0), np.uint64(slots), np.uint64(4)):
+                k1, k2, k3 = k + np.uint64(1), k + np.uint64(2), k + np.uint64(3)
                 if weighted:
-                    acc += ((weight[c, k] * row_sum[slot[c, k]] + weight[c, k + 1] * row_sum[slot[c, k + 1]])
-                            + (weight[c, k + 2] * row_sum[slot[c, k + 2]]
-                               + weight[c, k + 3] * row_sum[slot[c, k + 3]]))
+                    acc += ((weight[c, k] * row_sum[slot[c, k]] + weight[c, k1] * row_sum[slot[c, k1]])
+                            + (weight[c, k2] * row_sum[slot[c, k2]] + weight[c, k3] * row_sum[slot[c, k3]]))
                 else:
-                    acc += ((row_sum[slot[c, k]] + row_sum[slot[c, k + 1]])
-                            + (row_sum[slot[c, k + 2]] + row_sum[slot[c, k + 3]]))
+                    acc += ((row_sum[slot[c, k]] + row_sum[slot[c, k1]])
+                            + (row_sum[slot[c, k2]] + row_sum[slot[c, k3]]))
             _store(dst, out, acc)
 
 
-@njit
-def _masked(weight, value, weighted):
-    """One tap of an affine span: ``weight * value``, or -0.0 (the additive identity) for a
-    padding slot of weight 0, so that whatever the padding reads never reaches the sum."""
+@njit(inline="always")
+def _masked(weight, value, weighted=True):
+    """One tap read through a padded table: ``weight * value`` (``value`` if not ``weighted``),
+    or -0.0 (the additive identity) for a padding slot of weight 0, so that whatever the padding
+    reads never reaches the sum."""
     if weight == 0:
         return np.float32(-0.0)
     return weight * value if weighted else value
 
 
 @njit(inline="always")
-def _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, q, slots, weighted, zero):
-    """Columns ``j = phases * t + p`` of an affine span (see ``_column_table``):
+def _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, q, slots, zero):
+    """Columns ``j = phases * t + p`` of an affine span (see ``_affine``):
     ``dst[o + j] = zero + sum over k < slots of weight[k, j] * row_sum[q * t + base_p + k]``.
     Inlined with literal ``phases``, ``q`` and ``slots`` so that LLVM sees constant strides and
     vectorises the loads as interleaved groups."""
@@ -274,167 +263,313 @@ def _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, q, s
         for p in range(phases):
             j = np.uint64(phases) * t + np.uint64(p)
             a = np.uint64(q) * t + (base0 if p == 0 else base1)
-            total = _masked(weight[0, j], row_sum[a], weighted) + _masked(weight[1, j], row_sum[a + np.uint64(1)],
-                                                                         weighted)
+            total = _masked(weight[0, j], row_sum[a])
+            if slots >= 2:
+                total += _masked(weight[1, j], row_sum[a + np.uint64(1)])
             if slots == 4:
-                total += _masked(weight[2, j], row_sum[a + np.uint64(2)], weighted) \
-                    + _masked(weight[3, j], row_sum[a + np.uint64(3)], weighted)
+                total += _masked(weight[2, j], row_sum[a + np.uint64(2)]) \
+                    + _masked(weight[3, j], row_sum[a + np.uint64(3)])
             _store(dst, o + j, zero + total)
 
 
-@njit
-def _store_affine(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, slots, weighted, zero):
+@njit(inline="always")
+def _store_affine(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, slots, zero):
     """``_affine_span`` for the supported shapes: one phase reading every second source column
-    (gradient of a 2x upsampling, forward 2x downsampling) or two phases reading consecutive
-    ones (gradient of a 2x downsampling, forward 2x upsampling); two or four slots."""
-    zero = _widen(dst, zero)
-    if weighted:
-        if phases == 1 and slots == 2:
-            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 2, True, zero)
-        elif phases == 1:
-            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 4, True, zero)
-        elif slots == 2:
-            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 2, True, zero)
-        else:
-            _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 4, True, zero)
-    elif phases == 1 and slots == 2:
-        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 2, False, zero)
+    (gradient of a 2x upsampling, forward 2x downsampling; two or four slots) or two phases
+    reading consecutive ones (gradient of a 2x downsampling, forward 2x upsampling; one, two or
+    four slots). The weights double as the padding mask, so nearest sums multiply by them too
+    (by 1: exact)."""
+    zero = np.float32(zero)
+    if phases == 1 and slots == 2:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 2, zero)
     elif phases == 1:
-        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 4, False, zero)
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 1, 2, 4, zero)
+    elif slots == 1:
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 1, zero)
     elif slots == 2:
-        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 2, False, zero)
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 2, zero)
     else:
-        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 4, False, zero)
+        _affine_span(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, 2, 1, 4, zero)
 
 
-@njit
-def _gather_units(vector, row_sum, slot, weight, c, units, weighted, zero):
-    """``vector[u] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``: one
-    destination column of ``units`` elements, four slots per pass."""
+@njit(inline="always")
+def _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
+                  zero):
+    """``dst[base + j * d3 + u] = zero + sum over t < taps of w_t * sum over k < slots of
+    weight[c, k] * src[b_t + (slot[c, k] - 1) * units + u]``, ``c = column0 + j``: the column
+    axis read straight from one or two source rows, skipping the row sum. Inlined with literal
+    ``taps``, ``slots`` and ``weighted``. Padding slots read the block's first column, masked."""
     n = np.uint64(units)
-    for u in range(n):
-        vector[u] = zero
-    slots = slot.shape[1]
-    k = 0
-    while slots - k >= 4:
-        _add4(vector, np.uint64(0), row_sum, slot[c, k] * n, slot[c, k + 1] * n, slot[c, k + 2] * n,
-              slot[c, k + 3] * n, weight[c, k], weight[c, k + 1], weight[c, k + 2], weight[c, k + 3], n, weighted)
-        k += 4
-    if slots - k == 2:
-        _add2(vector, np.uint64(0), row_sum, slot[c, k] * n, slot[c, k + 1] * n, weight[c, k], weight[c, k + 1],
-              n, weighted)
-    elif slots - k == 1:
-        _add1(vector, np.uint64(0), row_sum, slot[c, k] * n, weight[c, k], n, weighted)
+    one = np.uint32(1)
+    for j in range(columns):
+        c = np.uint64(column0 + j)
+        out = np.uint64(base + j * d3)
+        s0 = (max(slot[c, 0], one) - one) * n
+        s1 = (max(slot[c, slots - 1], one) - one) * n
+        v0 = weight[c, 0]
+        v1 = weight[c, slots - 1]
+        for u in range(n):
+            first = _masked(v0, _load(src, b0 + s0 + u), weighted)
+            if slots == 2:
+                first += _masked(v1, _load(src, b0 + s1 + u), weighted)
+            if taps == 2:
+                second = _masked(v0, _load(src, b1 + s0 + u), weighted)
+                if slots == 2:
+                    second += _masked(v1, _load(src, b1 + s1 + u), weighted)
+                total = (w0 * first + w1 * second) if weighted else (first + second)
+            else:
+                total = w0 * first if weighted else first
+            _store(dst, out + u, zero + total)
 
 
-@njit
-def _store_units(dst, base, row_sum, slot, weight, c, units, weighted, zero):
-    """``dst[base + u] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]`` for
-    tables of one or two slots, fused into one pass (the common NHWC case)."""
-    zero = _widen(dst, zero)
-    n = np.uint64(units)
-    b = np.uint64(base)
-    s0 = slot[c, 0] * n
-    w0 = weight[c, 0]
+@njit(inline="always")
+def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, weighted, zero):
+    """``_direct_units`` for one or two source rows and one or two slots."""
+    zero = np.float32(zero)
     if slot.shape[1] == 1:
-        if weighted:
-            for u in range(n):
-                _store(dst, b + u, zero + w0 * row_sum[s0 + u])
+        if taps == 1:
+            if weighted:
+                _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 1, True,
+                              zero)
+            else:
+                _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 1, False,
+                              zero)
+        elif weighted:
+            _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 1, True, zero)
         else:
-            for u in range(n):
-                _store(dst, b + u, zero + row_sum[s0 + u])
-        return
-    s1 = slot[c, 1] * n
-    w1 = weight[c, 1]
-    if weighted:
-        for u in range(n):
-            _store(dst, b + u, zero + (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]))
+            _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 1, False, zero)
+    elif taps == 1:
+        if weighted:
+            _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 2, True, zero)
+        else:
+            _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 2, False, zero)
+    elif weighted:
+        _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 2, True, zero)
     else:
+        _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 2, False, zero)
+
+
+@njit(inline="always")
+def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, columns, units, weighted, zero):
+    """``dst[base + j * d3 + u * d4] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``
+    with ``c = column0 + j``: destination columns of ``units`` elements (NHWC: pixels). One or two
+    slots go straight to a unit-stride ``dst``; otherwise the slots are summed (four per pass)
+    into ``vector`` first. One call per row: array arguments cost reference counting per call."""
+    zero = np.float32(zero)
+    n = np.uint64(units)
+    slots = np.uint64(slot.shape[1])
+    for j in range(columns):
+        c = np.uint64(column0 + j)
+        b = np.uint64(base + j * d3)
+        s0 = slot[c, 0] * n
+        w0 = weight[c, 0]
+        if slots == 1 and d4 == 1:
+            if weighted:
+                for u in range(n):
+                    _store(dst, b + u, zero + w0 * row_sum[s0 + u])
+            else:
+                for u in range(n):
+                    _store(dst, b + u, zero + row_sum[s0 + u])
+            continue
+        if slots == 2 and d4 == 1:
+            s1 = slot[c, 1] * n
+            w1 = weight[c, 1]
+            if weighted:
+                for u in range(n):
+                    _store(dst, b + u, zero + (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]))
+            else:
+                for u in range(n):
+                    _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
+            continue
         for u in range(n):
-            _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
+            vector[u] = zero
+        k = np.uint64(0)
+        while k < slots:
+            if slots - k < 4:  # one or two slots, strided dst
+                s0, w0 = slot[c, k] * n, weight[c, k]
+                for u in range(n):
+                    vector[u] += w0 * row_sum[s0 + u]
+                k += np.uint64(1)
+                continue
+            k1, k2, k3 = k + np.uint64(1), k + np.uint64(2), k + np.uint64(3)
+            s0, s1, s2, s3 = slot[c, k] * n, slot[c, k1] * n, slot[c, k2] * n, slot[c, k3] * n
+            w0, w1, w2, w3 = weight[c, k], weight[c, k1], weight[c, k2], weight[c, k3]
+            if weighted:
+                for u in range(n):
+                    vector[u] += (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]) + (w2 * row_sum[s2 + u]
+                                                                                   + w3 * row_sum[s3 + u])
+            else:
+                for u in range(n):
+                    vector[u] += (row_sum[s0 + u] + row_sum[s1 + u]) + (row_sum[s2 + u] + row_sum[s3 + u])
+            k += np.uint64(4)
+        if d4 == 1:
+            for u in range(n):
+                _store(dst, b + u, vector[u])
+        else:
+            for u in range(units):
+                _store(dst, np.uint64(base + j * d3 + u * d4), vector[np.uint64(u)])
 
 
 # ---------------------------------------------------------------------------------------------
 # Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
-# axes already permuted into the five roles of the module docstring.
+# axes already permuted into the five roles of the module docstring. Both kernels are run by
+# ``_share``: each thread claims chunks of work items from ``counters`` until none is left.
 
-@njit(nogil=True, cache=True)
-def _contract_items(start, stop, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-                    ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
-                    block_columns, block_first, block_count, column_identity, slot, slot_weight,
-                    affine, affine_base, affine_weight, weighted, zero, max_taps):
-    """Work items ``start <= item < stop`` of ``_contract`` (item = (i0, i1, i2, column block)),
-    in one thread. A separate, serial function so that LLVM optimises it as ordinary code."""
-    n1, n2, n3, units = dst_shape[1], dst_shape[2], dst_shape[3], dst_shape[4]
+class _NoAliasCompiler(CompilerBase):
+    """numba's nopython pipeline, with LLVM ``noalias`` on the array arguments: ``dst`` never
+    overlaps ``src`` (callers reject such an ``out``) and the scratch rows are private, so LLVM
+    can drop the runtime alias checks of the short row loops."""
+
+    def define_pipelines(self):
+        self.state.flags.noalias = True
+        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]
+
+
+@intrinsic
+def _fetch_add(typingctx, counters, index):
+    """Atomically ``counters[index] += 1``; returns the previous value."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        position = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
+        return builder.atomic_rmw("add", pointer, context.get_constant(types.int64, 1), "seq_cst")
+    return types.int64(counters, index), codegen
+
+
+@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler)
+def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+              ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
+              block_columns, block_first, block_count, column_identity, slot, slot_weight,
+              affine, affine_base, affine_weight, weighted, zero, max_taps):
+    """``dst = sum of w * src`` over the product of the outer CSR tables (axes 0-2) and the
+    column table (axis 3); axis 4 is not resampled. ``block_first[b]`` / ``block_count[b]``:
+    source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
+    ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
+    block's first one, or 0 (padding). A work item is (i0, i1, i2, column block)."""
+    units = dst_shape[4]
+    # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
+    # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
+    row_sum = np.empty(units * (1 + block_count.max()) + 4, np.float32)
+    row_sum[:] = -0.0
+    vector = np.empty(units, np.float32)
+    tap_base = np.empty(max_taps, np.int64)
+    tap_weight = np.empty(max_taps, np.float32)
+    items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
+    n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
     s0, s1, s2, s3, s4 = src_strides[0], src_strides[1], src_strides[2], src_strides[3], src_strides[4]
     d0, d1, d2, d3, d4 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3], dst_strides[4]
     src_packed = s4 == 1 and s3 == units   # a block's source columns form one contiguous run
     dst_packed = d4 == 1 and d3 == units
+    direct_units = units > 1 and src_packed and d4 == 1 and not column_identity and slot.shape[1] <= 2
     blocks = block_first.size
-    # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
-    # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
-    row_sum = _scratch(src, units * (1 + block_count.max()) + 4)
-    row_sum[:] = -0.0
-    vector = _scratch(src, units)
-    tap_base = np.empty(max_taps, np.int64)
-    tap_weight = _scratch(src, max_taps)
-    # Unflatten the first item once, then step the counters (no division per item).
-    block = start % blocks
-    rest = start // blocks
-    i2 = rest % n2
-    rest //= n2
-    i1 = rest % n1
-    i0 = rest // n1
-    for _ in range(start, stop):
-        taps = 0
-        for k0 in range(ptr0[i0], ptr0[i0 + 1]):
-            for k1 in range(ptr1[i1], ptr1[i1 + 1]):
-                w01 = _widen(src, weight0[k0]) * weight1[k1]
-                for k2 in range(ptr2[i2], ptr2[i2 + 1]):
-                    tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
-                    tap_weight[taps] = w01 * weight2[k2]
-                    taps += 1
-        count = block_count[block]
-        shift = block_first[block] * s3
-        if src_packed:
-            _sum_rows(row_sum, units, src, tap_base, tap_weight, taps, shift, count * units, 1, weighted, zero)
-        else:
-            for c in range(count):
-                _sum_rows(row_sum, (c + 1) * units, src, tap_base, tap_weight, taps, shift + c * s3, units, s4,
-                          weighted, zero)
-        column0 = block * block_columns
-        columns = min(block_columns, n3 - column0)
-        out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + column0 * d3
-        if column_identity and dst_packed:
-            _store_run(dst, out, 1, row_sum, units, columns * units)
-        elif column_identity:
-            for j in range(columns):
-                _store_run(dst, out + j * d3, d4, row_sum, (j + 1) * units, units)
-        elif units == 1:
-            # An affine span (if any) inside the block; the columns around it go through the slots.
-            phases, slots, span_lo, span_hi = affine[0], affine[1], affine[2], affine[3]
-            lo = min(max(span_lo, column0), column0 + columns)
-            hi = max(min(span_hi, column0 + columns), lo)
-            if phases == 0 or d3 != 1:
-                lo = hi = column0 + columns
-            _store_gathered(dst, out, d3, row_sum, slot, slot_weight, column0, lo - column0, weighted, zero)
-            if hi > lo:
-                base = 1 - block_first[block]
-                _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight, np.uint64(lo // phases),
-                              np.uint64(hi // phases), np.uint64(affine_base[0] + base),
-                              np.uint64(affine_base[1] + base), phases, slots, weighted, zero)
-            _store_gathered(dst, out + (hi - column0) * d3, d3, row_sum, slot, slot_weight, hi, column0 + columns - hi,
-                            weighted, zero)
-        elif d4 == 1 and slot.shape[1] <= 2:
-            for j in range(columns):
-                _store_units(dst, out + j * d3, row_sum, slot, slot_weight, column0 + j, units, weighted, zero)
-        else:
-            for j in range(columns):
-                _gather_units(vector, row_sum, slot, slot_weight, column0 + j, units, weighted, zero)
-                _store_run(dst, out + j * d3, d4, vector, 0, units)
-        block += 1
-        if block == blocks:
-            block = 0
+    while True:
+        chunk = _fetch_add(counters, 0)
+        if chunk >= chunks:
+            return
+        start = chunk * items // chunks
+        # Unflatten the first item once, then step the counters (no division per item).
+        block = start % blocks
+        rest = start // blocks
+        i2 = rest % n2
+        rest //= n2
+        i1 = rest % n1
+        i0 = rest // n1
+        for _ in range(start, (chunk + 1) * items // chunks):
+            taps = 0
+            for k0 in range(ptr0[i0], ptr0[i0 + 1]):
+                for k1 in range(ptr1[i1], ptr1[i1 + 1]):
+                    w01 = np.float32(weight0[k0]) * weight1[k1]
+                    for k2 in range(ptr2[i2], ptr2[i2 + 1]):
+                        tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
+                        tap_weight[taps] = w01 * weight2[k2]
+                        taps += 1
+            count = block_count[block]
+            shift = block_first[block] * s3
+            column0 = block * block_columns
+            columns = min(block_columns, n3 - column0)
+            out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + column0 * d3
+            # NHWC pixels of one or two slots from one or two source rows: read them directly.
+            rows = taps if direct_units and 1 <= taps <= 2 else 0
+            if rows == 0:
+                # Step 1: the row sum, as one contiguous run or one run of ``units`` per column.
+                for c in range(1 if src_packed else count):
+                    _sum_rows(row_sum, (c + 1) * units, src, tap_base, tap_weight, taps, shift + c * s3,
+                              count * units if src_packed else units, 1 if src_packed else s4, weighted, zero)
+            # Step 2: the column axis.
+            if column_identity:
+                for j in range(1 if dst_packed else columns):
+                    _store_run(dst, out + j * d3, 1 if dst_packed else d4, row_sum, (j + 1) * units,
+                               columns * units if dst_packed else units)
+            elif rows:
+                _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift), np.uint64(tap_base[rows - 1] + shift),
+                              tap_weight[0], tap_weight[rows - 1], slot, slot_weight, column0, columns, units, rows,
+                              weighted, zero)
+            elif units > 1:
+                _store_units(dst, out, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units, weighted,
+                             zero)
+            else:
+                # The affine span (if any) inside the block; the columns around it go through the slots.
+                phases, slots, lo, hi = affine[0], affine[1], affine[2], affine[3]
+                lo = min(max(lo, column0), column0 + columns)
+                hi = max(min(hi, column0 + columns), lo)
+                if phases == 0 or d3 != 1:
+                    lo = hi = column0 + columns
+                if hi > lo:
+                    # Source columns relative to the block's first one, + 1 for the padding unit.
+                    _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight, np.uint64(lo // phases),
+                                  np.uint64(hi // phases), np.uint64(affine_base[0] + 1 - block_first[block]),
+                                  np.uint64(affine_base[1] + 1 - block_first[block]), phases, slots, zero)
+                for part in range(2):
+                    first = column0 if part == 0 else hi
+                    _store_gathered(dst, out + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
+                                    lo - column0 if part == 0 else column0 + columns - hi, weighted, zero)
+            block += 1
+            if block == blocks:
+                block = 0
+                i2 += 1
+                if i2 == n2:
+                    i2 = 0
+                    i1 += 1
+                    if i1 == n1:
+                        i1 = 0
+                        i0 += 1
+        _fetch_add(counters, 1)
+
+
+@njit(nogil=True, cache=True)
+def _select(counters, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+            index0, index1, index2, index3, inner_identity):
+    """Nearest forward: ``dst[o] = src[index0[o0], ..., index3[o3]]``, copying raw bits. A work
+    item is a row (o0, o1, o2)."""
+    n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
+    s0, s1, s2, s3 = src_strides[0], src_strides[1], src_strides[2], src_strides[3]
+    d0, d1, d2, d3 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3]
+    unit = inner_identity and s3 == 1 and d3 == 1
+    rows = dst_shape[0] * n1 * n2
+    while True:
+        chunk = _fetch_add(counters, 0)
+        if chunk >= chunks:
+            return
+        start = chunk * rows // chunks
+        i2 = start % n2
+        rest = start // n2
+        i1 = rest % n1
+        i0 = rest // n1
+        for _ in range(start, (chunk + 1) * rows // chunks):
+            base = src_offset + index0[i0] * s0 + index1[i1] * s1 + index2[i2] * s2
+            out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2
+            if unit:
+                b = np.uint64(base)
+                o = np.uint64(out)
+                for j in range(np.uint64(n3)):
+                    dst[o + j] = src[b + j]
+            else:
+                for j in range(n3):
+                    dst[np.uint64(out + j * d3)] = src[np.uint64(base + index3[j] * s3)]
             i2 += 1
             if i2 == n2:
                 i2 = 0
@@ -442,70 +577,48 @@ def _contract_items(start, stop, src, src_offset, src_strides, dst, dst_offset, 
                 if i1 == n1:
                     i1 = 0
                     i0 += 1
+        _fetch_add(counters, 1)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _contract(src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-              ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
-              block_columns, block_first, block_count, column_identity, slot, slot_weight,
-              affine, affine_base, affine_weight, weighted, zero, max_taps, max_chunks):
-    """``dst = sum of w * src`` over the product of the outer CSR tables (axes 0-2) and the
-    column table (axis 3); axis 4 is not resampled. ``block_first[b]`` / ``block_count[b]``:
-    source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
-    ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
-    block's first one, or 0 (padding)."""
-    items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
-    chunks = min(items, max_chunks)
-    for chunk in prange(chunks):
-        _contract_items(chunk * items // chunks, (chunk + 1) * items // chunks,
-                        src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-                        ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
-                        block_columns, block_first, block_count, column_identity, slot, slot_weight,
-                        affine, affine_base, affine_weight, weighted, zero, max_taps)
+# ---------------------------------------------------------------------------------------------
+# Threads. A fork-join parallel region (prange) waits for every thread to start and finish its
+# share: on a busy machine a helper thread that the OS does not schedule stalls the call for a
+# whole time slice (measured here: a 50 us region took 8 ms with one competing process). So the
+# calling thread and helper threads claim chunks of work from an atomic counter; the caller
+# only waits for chunks a helper has claimed, never for a helper that has not started.
+# Which thread computes a chunk does not change its result: outputs are bit-identical.
+
+_helpers: list[queue.SimpleQueue] = []
+_helpers_lock = threading.Lock()
+_helpers_pid = os.getpid()  # helper threads do not survive a fork
 
 
-@njit(nogil=True, cache=True)
-def _select_rows(start, stop, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-                 index0, index1, index2, index3, inner_identity):
-    """Rows ``start <= row < stop`` of ``_select``."""
-    n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
-    s0, s1, s2, s3 = src_strides[0], src_strides[1], src_strides[2], src_strides[3]
-    d0, d1, d2, d3 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3]
-    unit = inner_identity and s3 == 1 and d3 == 1
-    i2 = start % n2
-    rest = start // n2
-    i1 = rest % n1
-    i0 = rest // n1
-    for _ in range(start, stop):
-        base = src_offset + index0[i0] * s0 + index1[i1] * s1 + index2[i2] * s2
-        out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2
-        if unit:
-            b = np.uint64(base)
-            o = np.uint64(out)
-            for j in range(np.uint64(n3)):
-                dst[o + j] = src[b + j]
-        else:
-            for j in range(n3):
-                dst[np.uint64(out + j * d3)] = src[np.uint64(base + index3[j] * s3)]
-        i2 += 1
-        if i2 == n2:
-            i2 = 0
-            i1 += 1
-            if i1 == n1:
-                i1 = 0
-                i0 += 1
+def _serve(tasks: queue.SimpleQueue) -> None:
+    while True:
+        kernel, args = tasks.get()
+        kernel(*args)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _select(src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-            index0, index1, index2, index3, inner_identity, max_chunks):
-    """Nearest forward: ``dst[o] = src[index0[o0], ..., index3[o3]]``, copying raw bits."""
-    rows = dst_shape[0] * dst_shape[1] * dst_shape[2]
-    chunks = min(rows, max_chunks)
-    for chunk in prange(chunks):
-        _select_rows(chunk * rows // chunks, (chunk + 1) * rows // chunks,
-                     src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-                     index0, index1, index2, index3, inner_identity)
+def _share(kernel: Callable, items: int, *args) -> None:
+    """Run ``kernel(counters, chunks, *args)`` on this thread and up to
+    ``numba.get_num_threads() - 1`` helper threads (the kernels release the GIL)."""
+    threads = min(get_num_threads(), items)
+    chunks = min(items, threads * _CHUNKS_PER_THREAD)
+    counters = np.zeros(2, np.int64)  # [next chunk to claim, chunks finished]
+    global _helpers_pid
+    with _helpers_lock:
+        if _helpers_pid != os.getpid():
+            _helpers.clear()
+            _helpers_pid = os.getpid()
+        while len(_helpers) < threads - 1:
+            tasks: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(tasks,), daemon=True, name="gradops-resample").start()
+            _helpers.append(tasks)
+        for tasks in _helpers[:threads - 1]:
+            tasks.put((kernel, (counters, chunks, *args)))
+    kernel(counters, chunks, *args)
+    while counters[1] < chunks:  # chunks a helper claimed and is still computing
+        time.sleep(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,9 +728,17 @@ def _affine(ptr: np.ndarray, source: np.ndarray, tap_weight: np.ndarray,
             if hi - lo > best[1] - best[0]:
                 best = (lo, hi, phases, tuple(0 if b is None else b for b in bases))
     lo, hi, phases, base = best
+    q_of = dict((p, q) for p, q in _AFFINE_SHAPES)
     if hi - lo < _AFFINE_MIN_COLUMNS:
         return np.zeros(4, np.int64), np.zeros(2, np.int64), np.zeros((2, n_dst), np.float32)
-    slots = 2 if counts[lo:hi].max() <= 2 else 4
+    most = counts[lo:hi].max()
+    slots = 1 if phases == 2 and most <= 1 else (2 if most <= 2 else 4)
+    # Padding slots read (masked) past a column's sources: keep every read inside the row.
+    last_read = q_of[phases] * (np.arange(n_dst) // phases) + np.take(base, np.arange(n_dst) % phases) + slots - 1
+    while hi > lo and last_read[hi - phases:hi].max() > source.max():
+        hi -= phases
+    if hi - lo < _AFFINE_MIN_COLUMNS:
+        return np.zeros(4, np.int64), np.zeros(2, np.int64), np.zeros((2, n_dst), np.float32)
     weight = np.zeros((slots, n_dst), dtype=np.float32)
     span = (column >= lo) & (column < hi)
     weight[rank[span], column[span]] = tap_weight[span]
@@ -640,7 +761,8 @@ def _longest_run(mask: np.ndarray, align: int) -> tuple[int, int]:
 
 def _key(taps: tuple[np.ndarray, np.ndarray]) -> tuple[bytes, bytes]:
     index, weight = taps
-    return np.ascontiguousarray(index, dtype=np.int64).tobytes(), np.ascontiguousarray(weight, dtype=np.float32).tobytes()
+    return (np.ascontiguousarray(index, dtype=np.int64).tobytes(),
+            np.ascontiguousarray(weight, dtype=np.float32).tobytes())
 
 
 def _identity_taps(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -648,10 +770,6 @@ def _identity_taps(n: int) -> tuple[np.ndarray, np.ndarray]:
     weight = np.zeros((n, 2), dtype=np.float32)
     weight[:, 0] = 1
     return index, weight
-
-
-def _max_chunks() -> int:
-    return get_num_threads() * _CHUNKS_PER_THREAD
 
 
 def _pad(src: np.ndarray, dst: np.ndarray, taps: Taps) -> tuple[np.ndarray, np.ndarray, list]:
@@ -666,7 +784,7 @@ def _axis_order(dst: np.ndarray) -> list[int]:
     return sorted(range(dst.ndim), key=lambda d: (dst.shape[d] > 1, -abs(dst.strides[d])))
 
 
-def _flat(array: np.ndarray, bits: bool) -> tuple[np.ndarray, int, np.ndarray]:
+def _flat(array: np.ndarray, bits: bool = False) -> tuple[np.ndarray, int, np.ndarray]:
     if array.dtype == np.float16:
         array = array.view(np.uint16)
     elif bits:
@@ -683,7 +801,29 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool) -> None:
         _run(src, staged, taps, transpose)
         np.copyto(dst, staged)
         return
-    src, dst, taps = _pad(aligned_input(src), dst, taps)
+    src = aligned_input(src)
+    # Everything but the data pointers depends on the geometry only: planned once per geometry.
+    axes, items, src_offset, dst_offset, static = _contract_plan(
+        transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize, tuple(_key(t) for t in taps))
+    _share(_contract, items, _flat_buffer(src, axes), src_offset, static[0], _flat_buffer(dst, axes), dst_offset,
+           *static[1:])
+
+
+def _flat_buffer(array: np.ndarray, axes: tuple) -> np.ndarray:
+    """The flat buffer of ``flat_view`` (see strided.py) for ``array`` viewed as ``axes``."""
+    view = array[(np.newaxis,) * (RANK - array.ndim)].transpose(axes[0])[axes[1]]
+    return flat_view(view.view(np.uint16) if view.dtype == np.float16 else view)[0]
+
+
+@lru_cache(maxsize=64)
+def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_shape: tuple, dst_strides: tuple,
+                   itemsize: int, tap_keys: tuple) -> tuple:
+    """Axis roles, buffer offsets and every kernel argument but the buffers (see ``_contract``)."""
+    src = np.lib.stride_tricks.as_strided(np.empty(0, f"u{itemsize}"), src_shape, src_strides)
+    dst = np.lib.stride_tricks.as_strided(np.empty(0, f"u{itemsize}"), dst_shape, dst_strides)
+    taps = [(np.frombuffer(index, np.int64).reshape(-1, 2), np.frombuffer(weight, np.float32).reshape(-1, 2))
+            for index, weight in tap_keys]
+    src, dst, taps = _pad(src, dst, taps)
     n_in = dst.shape if transpose else src.shape  # forward input sizes
     identity = [_is_identity(*taps[d], n_in[d]) for d in range(RANK)]
     order = _axis_order(dst)
@@ -692,12 +832,11 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool) -> None:
         outer, column, unit = [None] + order[:2], order[2], order[3]
     else:
         outer, column, unit = order[:3], order[3], None
-    axes = [d for d in outer + [column, unit] if d is not None]
-    expand = tuple(np.newaxis if d is None else slice(None) for d in outer + [column, unit])
-    src_view = src.transpose(axes)[expand]
-    dst_view = dst.transpose(axes)[expand]
-    src_buf, src_offset, src_strides = _flat(src_view, bits=False)
-    dst_buf, dst_offset, dst_strides = _flat(dst_view, bits=False)
+    axes = (tuple(d for d in outer + [column, unit] if d is not None),
+            tuple(np.newaxis if d is None else slice(None) for d in outer + [column, unit]))
+    _, src_offset, src_strides = _flat(src.transpose(axes[0])[axes[1]])
+    dst_view = dst.transpose(axes[0])[axes[1]]
+    _, dst_offset, dst_strides = _flat(dst_view)
     dst_shape = np.array(dst_view.shape, dtype=np.int64)
     outer_tables = [_outer_table(*_key(taps[d]), n_in[d], transpose) if d is not None
                     else _outer_table(*_key(_identity_taps(1)), 1, transpose) for d in outer]
@@ -706,16 +845,19 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool) -> None:
     block_first, block_count, slot, slot_weight, affine, affine_base, affine_weight = _column_table(
         *_key(taps[column]), n_in[column], transpose, block_columns)
     weighted = not (all(np.all(table[2] == 1) for table in outer_tables) and np.all(slot_weight[slot != 0] == 1))
-    max_taps = int(np.prod([np.diff(table[0]).max() for table in outer_tables]))
-    _contract(src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides, dst_shape,
-              *outer_tables[0], *outer_tables[1], *outer_tables[2],
+    max_taps = max(1, int(np.prod([np.diff(table[0]).max() for table in outer_tables])))
+    static = (src_strides, dst_strides, dst_shape, *outer_tables[0], *outer_tables[1], *outer_tables[2],
               block_columns, block_first, block_count, identity[column], slot, slot_weight,
-              affine, affine_base, affine_weight, bool(weighted), _GRADIENT_ZERO if transpose else _FORWARD_ZERO, max(1, max_taps), _max_chunks())
+              affine, affine_base, affine_weight, bool(weighted), _GRADIENT_ZERO if transpose else _FORWARD_ZERO,
+              max_taps)
+    items = int(np.prod(dst_shape[:3])) * block_first.size
+    return axes, items, src_offset, dst_offset, static
 
 
 def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
     """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
-    (SPEC 3.3/3.4); ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. Writes ``out`` in place."""
+    (SPEC 3.3/3.4), ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``: rank 1..4,
+    float32 or float16 (the same), any strides; ``out`` must not overlap ``x``."""
     if all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps):
         _select_nearest(x, out, taps)
         return
@@ -723,7 +865,8 @@ def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
 
 
 def resample_backward(dy: np.ndarray, out: np.ndarray, taps: Taps) -> None:
-    """``out = J^T dy`` (SPEC 3.6) for the forward taps ``taps``, computed as a gather."""
+    """``out = J^T dy`` (SPEC 3.6) for the forward taps ``taps``, computed as a gather: ``dy`` has
+    the forward output's shape, ``out`` the forward input's; otherwise as ``resample_forward``."""
     _run(dy, out, taps, transpose=True)
 
 
@@ -740,5 +883,5 @@ def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
     dst_shape = np.array([out.shape[d] for d in order], dtype=np.int64)
     indices = [np.ascontiguousarray(taps[d][0][:, 0], dtype=np.int64) for d in order]
     inner_identity = _is_identity(*taps[order[-1]], x.shape[order[-1]])
-    _select(src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides, dst_shape, *indices,
-            inner_identity, _max_chunks())
+    _share(_select, int(np.prod(dst_shape[:3])), src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides,
+           dst_shape, *indices, inner_identity)
