@@ -215,3 +215,17 @@ def test_lower_bound_uses_the_best_machine_measurement():
     assert best["bandwidth"]["bytes_per_s"] == 2e10 and best["matmul"]["flops_per_s"] == 2e11
     assert len(best["runs"]) == 3
     assert best_machine({"status": "error", "reason": "x"})["status"] == "error"
+
+
+def test_markdown_table_has_both_policies_and_the_bound():
+    from gradops.bench.report import markdown
+
+    entry = {"id": "N1", "bytes_moved": 10**9, "flops": 0, "results": {
+        "gradops": {"status": "ok", "variants": [_variant("fresh", 0.4), _variant("out", 0.2)]},
+        "torch": {"status": "ok", "variants": [_variant("fresh", 0.5), _variant("out", 0.25)]},
+    }}
+    machine = {"status": "ok", "bandwidth": {"bytes_per_s": 1e10}, "matmul": {"flops_per_s": 1e11}}
+    entry["summary"] = summarise(entry, machine)
+    table = markdown({"workloads": [entry]}).splitlines()
+    assert len(table) == 3
+    assert table[2] == "| N1 | 400 | 500 PyTorch | 0.80 | 200 | 250 PyTorch | 0.80 | 100 | 2.00 |"

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(tests, smoke runs)")
     parser.add_argument("--json", metavar="FILE", help="write the full results (every variant, every call)")
     parser.add_argument("--png", metavar="FILE", help="bar chart of gradops / fastest peer (needs matplotlib)")
+    parser.add_argument("--markdown", metavar="FILE", help="the timing tables as one Markdown table")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="per worker process")
 
 
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .orchestrate import Options, run_suite
-    from .report import chart, notes, tables
+    from .report import chart, markdown, notes, tables
     from .runners import PEERS
     from .suite import WORKLOAD_IDS
 
@@ -53,6 +54,10 @@ def main(args: argparse.Namespace) -> int:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=1)
         console.print(f"wrote {args.json}")
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write(markdown(report))
+        console.print(f"wrote {args.markdown}")
     if args.png:
         chart(report, args.png)
         console.print(f"wrote {args.png}")

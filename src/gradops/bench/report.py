@@ -133,6 +133,25 @@ def tables(report: dict[str, Any]) -> list:
     return rendered
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The two timing tables as one Markdown table (for the README): per workload and output
+    policy, gradops' median, the fastest peer's, their ratio and gradops over the lower bound."""
+    lines = ["| id | fresh: gradops ms | fastest peer ms | ratio | out=: gradops ms | fastest peer ms | ratio "
+             "| lower bound ms | out= / bound |", "|---|---:|---|---:|---:|---|---:|---:|---:|"]
+    for entry in report["workloads"]:
+        cells = [entry["id"]]
+        for output in OUTPUTS:
+            summary = entry["summary"][output]
+            fastest = summary["fastest_peer"]
+            peer = summary["peers"][fastest] if fastest else None
+            cells += [_ms(summary["gradops"].get("median_s")),
+                      f"{_ms(peer['median_s'])} {PEERS[fastest].label}" if peer else "-",
+                      _ratio(summary["ratio_to_fastest_peer"])]
+        cells += [_ms(entry["summary"]["lower_bound_s"]), _ratio(entry["summary"]["out"]["ratio_to_lower_bound"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def notes(report: dict[str, Any]) -> list[str]:
     """Plain-text lines: the machine figures, every n/a or skipped cell with its reason, every
     wrong answer with its error."""
