@@ -235,7 +235,9 @@ def main() -> None:
     results: dict[tuple[str, str], dict] = {}
     rate = None
     for peer in ["gradops", *peers]:
-        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
+        # One BLAS thread: the reference check's tensordot must not leave BLAS threads spinning
+        # on the cores the timed kernels use.
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS="1",
                    PROBE_THREADS=str(args.threads), TF_CPP_MIN_LOG_LEVEL="3",
                    XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'} "
                              f"intra_op_parallelism_threads={args.threads}")

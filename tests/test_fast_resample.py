@@ -19,7 +19,8 @@ import numba
 import numpy as np
 import pytest
 
-from gradops._fast.resample import _float_to_half, _half_to_float, resample_backward, resample_forward
+from gradops._fast.resample import (_HARDWARE_HALF, _float_to_half, _float_to_half_bits, _half_bits_to_float,
+                                    _half_to_float, resample_backward, resample_forward)
 from gradops._resample_plan import axis_taps
 
 RULES = ("half_up", "floor", "ceil")
@@ -352,10 +353,10 @@ def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode):
     assert results[0] == results[1]
 
 
-# --- float16 bit conversions ----------------------------------------------------------------------
+# --- float16 conversions: the bit-manipulation fallback and LLVM's hardware conversions ---------
 
 @numba.njit
-def _decode_all(bits):
+def _decode_bits(bits):
     out = np.empty(bits.size, np.float32)
     for i in range(bits.size):
         out[i] = _half_to_float(bits[i])
@@ -363,23 +364,46 @@ def _decode_all(bits):
 
 
 @numba.njit
-def _encode_all(values):
+def _encode_bits(values):
     out = np.empty(values.size, np.uint16)
     for i in range(values.size):
         out[i] = _float_to_half(values[i])
     return out
 
 
-def test_half_decoding_is_exact_for_all_65536_patterns():
+@numba.njit
+def _decode_hardware(bits):
+    out = np.empty(bits.size, np.float32)
+    for i in range(bits.size):
+        out[i] = _half_bits_to_float(bits[i])
+    return out
+
+
+@numba.njit
+def _encode_hardware(values):
+    out = np.empty(values.size, np.uint16)
+    for i in range(values.size):
+        out[i] = _float_to_half_bits(values[i])
+    return out
+
+
+CONVERSIONS = [pytest.param(_decode_bits, _encode_bits, id="bits"),
+               pytest.param(_decode_hardware, _encode_hardware, id="hardware",
+                            marks=pytest.mark.skipif(not _HARDWARE_HALF, reason="no hardware half conversions"))]
+
+
+@pytest.mark.parametrize("decode,encode", CONVERSIONS)
+def test_half_decoding_is_exact_for_all_65536_patterns(decode, encode):
     bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
-    got = _decode_all(bits)
+    got = decode(bits)
     expected = bits.view(np.float16).astype(np.float32)
     nan = np.isnan(expected)
     np.testing.assert_array_equal(got[~nan].view(np.uint32), expected[~nan].view(np.uint32))
     assert np.isnan(got[nan]).all()
 
 
-def test_half_encoding_rounds_to_nearest_even():
+@pytest.mark.parametrize("decode,encode", CONVERSIONS)
+def test_half_encoding_rounds_to_nearest_even(decode, encode):
     rng = np.random.default_rng(2)
     halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
     finite = halves[np.isfinite(halves)]
@@ -393,7 +417,7 @@ def test_half_encoding_rounds_to_nearest_even():
     ])
     with np.errstate(over="ignore"):
         expected = values.astype(np.float16)
-    got = _encode_all(values).view(np.float16)
+    got = encode(values).view(np.float16)
     nan = np.isnan(values)
     np.testing.assert_array_equal(got[~nan].view(np.uint16), expected[~nan].view(np.uint16))
     assert np.isnan(got[nan]).all()

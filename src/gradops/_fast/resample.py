@@ -27,13 +27,17 @@ of columns, computed in two steps over contiguous memory:
    ``q * t + base + k`` (2x up- or downsampling), are computed by loops with constant strides
    that LLVM vectorises; the other columns read the table one by one.
 
-Arithmetic (SPEC 3.7): sums are float32; float16 data are decoded to float32 in the kernel
-(bit manipulation, exact) and the result is rounded once to float16 (round to nearest even;
-subnormals, inf and NaN handled). Nearest forward resampling is a pure selection and copies
-bits, NaN payloads included. Sums start from -0.0 in the forward op (a -0 input read at weight
-1 stays -0, SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts from zeros).
+When step 1 would add only one or two source rows and the pixels (``U > 1``) have one or two
+slots (nearest 2x gradients, N3, linear 2x downsampling), step 2 reads those rows directly.
 
-Threads: see ``_share``.
+Arithmetic (SPEC 3.7): sums are float32; float16 data are decoded to float32 in the kernel
+(exactly) and the result is rounded once to float16 (round to nearest even; subnormals, inf and
+NaN handled). Nearest forward resampling is a pure selection and copies bits, NaN payloads
+included. Sums start from -0.0 in the forward op (a -0 input read at weight 1 stays -0,
+SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts from zeros).
+
+Threads: the calling thread and ``numba.get_num_threads() - 1`` helper threads claim chunks of
+work items from an atomic counter (see ``_share``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
+from llvmlite import ir
 from numba import get_num_threads, njit, types
 from numba.core import cgutils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
@@ -63,14 +68,62 @@ _ROW_ELEMENTS = 8192
 # Chunks of work items per thread, claimed dynamically: enough to even out rows of unequal cost
 # and threads that start late, few enough that claiming costs nothing.
 _CHUNKS_PER_THREAD = 16
+# How long the calling thread busy-waits for a helper's last chunk before yielding the CPU.
+_SPIN_SECONDS = 2e-4
 
 _FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 + -0 == -0
 _GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
 
 
 # ---------------------------------------------------------------------------------------------
-# float16 <-> float32 on raw bits (numba has no float16 arithmetic on the CPU). Both are
-# branch-free select chains, so loops over them vectorise.
+# float16 <-> float32. numba has no float16 type on the CPU, so kernels see float16 data as uint16
+# bits. Where the CPU converts in hardware (x86 F16C, every 64-bit ARM) LLVM's ``half`` type is
+# used: one vectorised instruction per 8-16 values. Elsewhere the conversions below run on raw
+# bits: branch-free select chains, exact (round to nearest even; subnormals, inf, NaN), which
+# vectorise too but cost about ten integer operations per value.
+
+def _hardware_half() -> bool:
+    """Whether LLVM converts half <-> float with instructions here (not with library calls,
+    which numba's JIT does not link)."""
+    import platform
+
+    import numba
+    from llvmlite import binding
+
+    if numba.config.CPU_NAME:  # a portable target chosen by the user: only its listed features
+        return "+f16c" in (numba.config.CPU_FEATURES or "")
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return True
+    try:
+        return bool(binding.get_host_cpu_features().get("f16c", False))
+    except RuntimeError:
+        return False
+
+
+_HARDWARE_HALF = _hardware_half()
+
+
+@intrinsic
+def _half_bits_to_float(typingctx, bits):
+    """float16 bits -> float32 with LLVM's ``fpext half``."""
+    if bits != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(bits), codegen
+
+
+@intrinsic
+def _float_to_half_bits(typingctx, value):
+    """float32 -> float16 bits with LLVM's ``fptrunc`` (round to nearest even)."""
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(value), codegen
+
 
 @njit
 def _half_to_float(h):
@@ -120,6 +173,8 @@ def _store(buffer, index, value):
 
 @overload(_load)
 def _load_impl(buffer, index):
+    if buffer.dtype == types.uint16 and _HARDWARE_HALF:
+        return lambda buffer, index: _half_bits_to_float(buffer[index])
     if buffer.dtype == types.uint16:
         return lambda buffer, index: _half_to_float(buffer[index])
     return lambda buffer, index: buffer[index]
@@ -127,6 +182,10 @@ def _load_impl(buffer, index):
 
 @overload(_store)
 def _store_impl(buffer, index, value):
+    if buffer.dtype == types.uint16 and _HARDWARE_HALF:
+        def store_half_hardware(buffer, index, value):
+            buffer[index] = _float_to_half_bits(np.float32(value))
+        return store_half_hardware
     if buffer.dtype == types.uint16:
         def store_half(buffer, index, value):
             buffer[index] = _float_to_half(np.float32(value))
@@ -137,17 +196,27 @@ def _store_impl(buffer, index, value):
     return store_float
 
 
+class _NoAliasCompiler(CompilerBase):
+    """numba's nopython pipeline, with LLVM ``noalias`` on the array arguments: ``dst`` never
+    overlaps ``src`` (callers reject such an ``out``) and the scratch rows are private, so LLVM
+    can drop the runtime alias checks of the short row loops."""
+
+    def define_pipelines(self):
+        self.state.flags.noalias = True
+        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]
+
+
 # ---------------------------------------------------------------------------------------------
-# Row helpers. Hot loops index the flat buffers with unsigned integers: NumPy-style negative
-# index wraparound code would stop LLVM from vectorising them, and slicing inside the row loop
-# would cost reference-count updates on the shared buffers.
+# Row helpers, inlined into the kernels by numba (a real call per row costs reference counting
+# on every array argument and hides constant arguments from LLVM). Hot loops index the flat
+# buffers with unsigned integers: NumPy-style negative index wraparound code would stop LLVM
+# from vectorising them, and slicing inside the row loop would cost reference-count updates.
 
 @njit(inline="always")
 def _add_rows(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, rows, weighted, first, zero):
     """``acc[a + c] = (zero if first else acc[a + c]) + sum over the first ``rows`` (1, 2 or 4)
     of ``w_r * src[b_r + c]``, summed as ((r0 + r1) + (r2 + r3)), for ``c < n``. Writing the
-    first group instead of clearing ``acc`` first saves a pass, and lets LLVM keep ``acc``'s
-    alias check out of the loop."""
+    first group instead of clearing ``acc`` first saves a pass over ``acc``."""
     if rows == 4:
         if weighted:
             for c in range(n):
@@ -244,13 +313,16 @@ def _store_gathered(dst, base, step, row_sum, slot, weight, column0, count, weig
 
 
 @njit(inline="always")
-def _masked(weight, value, weighted=True):
-    """One tap read through a padded table: ``weight * value`` (``value`` if not ``weighted``),
-    or -0.0 (the additive identity) for a padding slot of weight 0, so that whatever the padding
-    reads never reaches the sum."""
-    if weight == 0:
-        return np.float32(-0.0)
-    return weight * value if weighted else value
+def _masked(weight, value):
+    """One tap read through a padded table: ``weight * value``, or -0.0 (the additive identity)
+    for a padding slot of weight 0, so that whatever the padding reads never reaches the sum."""
+    return np.float32(-0.0) if weight == 0 else weight * value
+
+
+@njit(inline="always")
+def _masked_sum(weight, value):
+    """``_masked`` for pure sums (nearest): ``value``, or -0.0 for a padding slot."""
+    return np.float32(-0.0) if weight == 0 else value
 
 
 @njit(inline="always")
@@ -309,22 +381,34 @@ def _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, col
         v0 = weight[c, 0]
         v1 = weight[c, slots - 1]
         for u in range(n):
-            first = _masked(v0, _load(src, b0 + s0 + u), weighted)
-            if slots == 2:
-                first += _masked(v1, _load(src, b0 + s1 + u), weighted)
-            if taps == 2:
-                second = _masked(v0, _load(src, b1 + s0 + u), weighted)
+            if weighted:
+                first = _masked(v0, _load(src, b0 + s0 + u))
                 if slots == 2:
-                    second += _masked(v1, _load(src, b1 + s1 + u), weighted)
-                total = (w0 * first + w1 * second) if weighted else (first + second)
+                    first += _masked(v1, _load(src, b0 + s1 + u))
+            else:
+                first = _masked_sum(v0, _load(src, b0 + s0 + u))
+                if slots == 2:
+                    first += _masked_sum(v1, _load(src, b0 + s1 + u))
+            if taps == 2:
+                if weighted:
+                    second = _masked(v0, _load(src, b1 + s0 + u))
+                    if slots == 2:
+                        second += _masked(v1, _load(src, b1 + s1 + u))
+                    total = w0 * first + w1 * second
+                else:
+                    second = _masked_sum(v0, _load(src, b1 + s0 + u))
+                    if slots == 2:
+                        second += _masked_sum(v1, _load(src, b1 + s1 + u))
+                    total = first + second
             else:
                 total = w0 * first if weighted else first
             _store(dst, out + u, zero + total)
 
 
-@njit(inline="always")
+@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler)
 def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, weighted, zero):
-    """``_direct_units`` for one or two source rows and one or two slots."""
+    """``_direct_units`` for one or two source rows and one or two slots. Called once per row and
+    not inlined, which keeps ``_contract`` (and how LLVM optimises its NCHW loops) small."""
     zero = np.float32(zero)
     if slot.shape[1] == 1:
         if taps == 1:
@@ -352,9 +436,10 @@ def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, col
 @njit(inline="always")
 def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, columns, units, weighted, zero):
     """``dst[base + j * d3 + u * d4] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``
-    with ``c = column0 + j``: destination columns of ``units`` elements (NHWC: pixels). One or two
-    slots go straight to a unit-stride ``dst``; otherwise the slots are summed (four per pass)
-    into ``vector`` first. One call per row: array arguments cost reference counting per call."""
+    with ``c = column0 + j``: destination columns of ``units`` elements (NHWC: pixels). One, two
+    or four slots go straight to a unit-stride ``dst``; otherwise the slots are summed (four per
+    pass) into ``vector`` first. One call per row: array arguments cost reference counting per
+    call."""
     zero = np.float32(zero)
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
@@ -380,6 +465,18 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
             else:
                 for u in range(n):
                     _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
+            continue
+        if slots == 4 and d4 == 1:
+            s1, s2, s3 = slot[c, 1] * n, slot[c, 2] * n, slot[c, 3] * n
+            w1, w2, w3 = weight[c, 1], weight[c, 2], weight[c, 3]
+            if weighted:
+                for u in range(n):
+                    _store(dst, b + u, zero + ((w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u])
+                                               + (w2 * row_sum[s2 + u] + w3 * row_sum[s3 + u])))
+            else:
+                for u in range(n):
+                    _store(dst, b + u, zero + ((row_sum[s0 + u] + row_sum[s1 + u])
+                                               + (row_sum[s2 + u] + row_sum[s3 + u])))
             continue
         for u in range(n):
             vector[u] = zero
@@ -414,16 +511,6 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
 # Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
 # axes already permuted into the five roles of the module docstring. Both kernels are run by
 # ``_share``: each thread claims chunks of work items from ``counters`` until none is left.
-
-class _NoAliasCompiler(CompilerBase):
-    """numba's nopython pipeline, with LLVM ``noalias`` on the array arguments: ``dst`` never
-    overlaps ``src`` (callers reject such an ``out``) and the scratch rows are private, so LLVM
-    can drop the runtime alias checks of the short row loops."""
-
-    def define_pipelines(self):
-        self.state.flags.noalias = True
-        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]
-
 
 @intrinsic
 def _fetch_add(typingctx, counters, index):
@@ -492,41 +579,40 @@ def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, d
             column0 = block * block_columns
             columns = min(block_columns, n3 - column0)
             out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + column0 * d3
-            # NHWC pixels of one or two slots from one or two source rows: read them directly.
-            rows = taps if direct_units and 1 <= taps <= 2 else 0
-            if rows == 0:
+            if direct_units and 1 <= taps <= 2:
+                # NHWC pixels of one or two slots from one or two source rows: read them directly.
+                _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift), np.uint64(tap_base[taps - 1] + shift),
+                              tap_weight[0], tap_weight[taps - 1], slot, slot_weight, column0, columns, units, taps,
+                              weighted, zero)
+            else:
                 # Step 1: the row sum, as one contiguous run or one run of ``units`` per column.
                 for c in range(1 if src_packed else count):
                     _sum_rows(row_sum, (c + 1) * units, src, tap_base, tap_weight, taps, shift + c * s3,
                               count * units if src_packed else units, 1 if src_packed else s4, weighted, zero)
-            # Step 2: the column axis.
-            if column_identity:
-                for j in range(1 if dst_packed else columns):
-                    _store_run(dst, out + j * d3, 1 if dst_packed else d4, row_sum, (j + 1) * units,
-                               columns * units if dst_packed else units)
-            elif rows:
-                _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift), np.uint64(tap_base[rows - 1] + shift),
-                              tap_weight[0], tap_weight[rows - 1], slot, slot_weight, column0, columns, units, rows,
-                              weighted, zero)
-            elif units > 1:
-                _store_units(dst, out, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units, weighted,
-                             zero)
-            else:
-                # The affine span (if any) inside the block; the columns around it go through the slots.
-                phases, slots, lo, hi = affine[0], affine[1], affine[2], affine[3]
-                lo = min(max(lo, column0), column0 + columns)
-                hi = max(min(hi, column0 + columns), lo)
-                if phases == 0 or d3 != 1:
-                    lo = hi = column0 + columns
-                if hi > lo:
-                    # Source columns relative to the block's first one, + 1 for the padding unit.
-                    _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight, np.uint64(lo // phases),
-                                  np.uint64(hi // phases), np.uint64(affine_base[0] + 1 - block_first[block]),
-                                  np.uint64(affine_base[1] + 1 - block_first[block]), phases, slots, zero)
-                for part in range(2):
-                    first = column0 if part == 0 else hi
-                    _store_gathered(dst, out + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
-                                    lo - column0 if part == 0 else column0 + columns - hi, weighted, zero)
+                # Step 2: the column axis.
+                if column_identity:
+                    for j in range(1 if dst_packed else columns):
+                        _store_run(dst, out + j * d3, 1 if dst_packed else d4, row_sum, (j + 1) * units,
+                                   columns * units if dst_packed else units)
+                elif units == 1:
+                    # The affine span (if any) inside the block; the columns around it go through the slots.
+                    phases, slots, lo, hi = affine[0], affine[1], affine[2], affine[3]
+                    lo = min(max(lo, column0), column0 + columns)
+                    hi = max(min(hi, column0 + columns), lo)
+                    if phases == 0 or d3 != 1:
+                        lo = hi = column0 + columns
+                    if hi > lo:
+                        # Source columns relative to the block's first one, + 1 for the padding unit.
+                        _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight, np.uint64(lo // phases),
+                                      np.uint64(hi // phases), np.uint64(affine_base[0] + 1 - block_first[block]),
+                                      np.uint64(affine_base[1] + 1 - block_first[block]), phases, slots, zero)
+                    for part in range(2):
+                        first = column0 if part == 0 else hi
+                        _store_gathered(dst, out + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
+                                        lo - column0 if part == 0 else column0 + columns - hi, weighted, zero)
+                else:
+                    _store_units(dst, out, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units,
+                                 weighted, zero)
             block += 1
             if block == blocks:
                 block = 0
@@ -617,8 +703,12 @@ def _share(kernel: Callable, items: int, *args) -> None:
         for tasks in _helpers[:threads - 1]:
             tasks.put((kernel, (counters, chunks, *args)))
     kernel(counters, chunks, *args)
-    while counters[1] < chunks:  # chunks a helper claimed and is still computing
-        time.sleep(0)
+    # Wait for the chunks a helper claimed and is still computing: spin briefly (a chunk is short),
+    # then yield the CPU (the helper may have been preempted).
+    deadline = time.perf_counter() + _SPIN_SECONDS
+    while counters[1] < chunks:
+        if time.perf_counter() > deadline:
+            time.sleep(0)
 
 
 # ---------------------------------------------------------------------------------------------
