@@ -20,16 +20,22 @@ def dtype_names(dtypes: Iterable[np.dtype]) -> str:
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
+def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:
+    """``value`` as an ndarray. Lists and scalars are refused: they carry no dtype, and gradops
+    never converts dtypes behind the caller's back. Array-likes (``__array__``) are accepted."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (list, tuple)) or np.isscalar(value):
+        raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(dtypes)}", value)
+    try:
+        return np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - any failure to convert is the user's argument
+        raise DataTypeError.expected(name, "a NumPy array", value) from exc
+
+
 def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Sequence[int]) -> np.ndarray:
-    """An input array of a supported dtype and rank. Lists are refused: they carry no dtype,
-    and gradops never converts dtypes behind the caller's back."""
-    if not isinstance(value, np.ndarray):
-        if isinstance(value, (list, tuple)) or np.isscalar(value):
-            raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(dtypes)}", value)
-        try:
-            value = np.asarray(value)
-        except Exception as exc:  # noqa: BLE001 - any failure to convert is the user's argument
-            raise DataTypeError.expected(name, "a NumPy array", value) from exc
+    """An input array (see :func:`as_array`) of a supported dtype and rank."""
+    value = as_array(name, value, dtypes)
     if value.dtype not in [np.dtype(d) for d in dtypes]:
         raise DataTypeError.expected(f"{name}.dtype", dtype_names(dtypes), str(value.dtype))
     if value.ndim not in ranks:

@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import ml_dtypes
 import numpy as np
 
-from ._arrays import dtype_names, prepare_out
+from ._arrays import as_array, prepare_out
 from ._backend import resolve_backend
 from .errors import DataTypeError, DescriptorError, ShapeError
 from .registry import OpInfo, load_data
@@ -109,13 +109,7 @@ def _int32(field: str, value: Any, attr: str) -> int:
 def _check_tensor(name: str, value: Any, prefix: str, dtype: np.dtype | None = None) -> np.ndarray:
     """A 4-D array of a depthwise dtype (``dtype`` when T is known). Zero sizes are legal in TF.
     Lists are refused: they carry no dtype, and gradops never converts behind the caller's back."""
-    if not isinstance(value, np.ndarray):
-        if isinstance(value, (list, tuple)) or np.isscalar(value):
-            raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(DEPTHWISE_DTYPES)}", value)
-        try:
-            value = np.asarray(value)
-        except Exception as exc:  # noqa: BLE001 - any failure to convert is the user's argument
-            raise DataTypeError.expected(name, "a NumPy array", value) from exc
+    value = as_array(name, value, DEPTHWISE_DTYPES)
     if value.dtype not in DEPTHWISE_DTYPES:
         raise DataTypeError(f"{name}.dtype", f"Value for attr 'T' of {value.dtype} is not in the list of "
                             f"allowed values: {_TF_TYPE_LIST} (float16, bfloat16, float32, float64)")
