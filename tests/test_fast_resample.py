@@ -432,9 +432,9 @@ def test_public_gradient_uses_these_kernels(monkeypatch):
     calls = []
 
     def spy(name, kernel):
-        def wrapper(*args):
+        def wrapper(*args, **kwargs):
             calls.append(name)
-            kernel(*args)
+            kernel(*args, **kwargs)
         return wrapper
 
     monkeypatch.setattr(fast, "resample_backward", spy("backward", fast.resample_backward))

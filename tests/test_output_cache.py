@@ -57,3 +57,33 @@ def test_cache_can_be_disabled_and_is_bounded(monkeypatch):
     del results
     gc.collect()
     assert _output_cache._CACHE.free_bytes <= 3 << 20
+
+
+def _memory_order(array: np.ndarray) -> list[int]:
+    return sorted(range(array.ndim), key=lambda d: -array.strides[d])
+
+
+def test_fresh_outputs_follow_the_gradient_memory_order():
+    """Like NumPy's ``order="K"``: a channels_last ``dy`` gives a channels_last dX (of another
+    shape) and a channels_last ReLU gradient, with the same values as contiguous inputs give."""
+    rng = np.random.default_rng(5)
+    dy = rng.standard_normal((2, 3, 8, 6)).astype(np.float32)
+    dy_nhwc = np.ascontiguousarray(dy.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    kwargs = dict(mode="linear", scales=(1, 1, 2, 2))
+    dx = gradops.resample_grad1(dy_nhwc, (2, 3, 4, 3), **kwargs)
+    assert _memory_order(dx) == [0, 2, 3, 1] and dx.flags.writeable
+    np.testing.assert_array_equal(dx, gradops.resample_grad1(dy, (2, 3, 4, 3), **kwargs))
+    x = rng.standard_normal(dy.shape).astype(np.float32)
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    grad = gradops.relu_grad(x_nhwc, dy_nhwc)
+    assert _memory_order(grad) == [0, 2, 3, 1]
+    np.testing.assert_array_equal(grad, np.where(x > 0, dy, 0))
+
+
+def test_memory_order_of_unit_axes_and_gapped_inputs():
+    like = np.empty((4, 1, 5, 6), np.float32).transpose(0, 2, 3, 1)[:, ::2]  # (4, 3, 6, 1), gaps
+    out = _output_cache.empty_output((4, 3, 6, 2), np.dtype(np.float32), like)
+    assert out.flags.c_contiguous  # like's long axes are in C order; its size-1 axis keeps its place
+    fortran = np.asfortranarray(np.empty((3, 4, 5), np.float16))
+    out = _output_cache.empty_output((2, 4, 5), np.dtype(np.float16), fortran)
+    assert out.shape == (2, 4, 5) and out.flags.f_contiguous

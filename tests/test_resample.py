@@ -369,13 +369,15 @@ def test_zero_weight_taps_are_not_read(backend):
 
 
 def test_taps_are_cached_and_read_only():
-    from gradops.resample import _cached_axis_taps
+    from gradops.resample import _PLAN_CACHE, _cached_axis_taps
 
     x = np.zeros((1, 1, 13, 17), np.float32)
     resample1(x, (1, 1, 29, 31), mode="linear", backend="reference")
-    hits = _cached_axis_taps.cache_info().hits
-    resample1(x, (1, 1, 29, 31), mode="linear", backend="reference")
-    assert _cached_axis_taps.cache_info().hits == hits + 4
+    plans, hits = len(_PLAN_CACHE), _cached_axis_taps.cache_info().hits
+    resample1(x, (1, 1, 29, 31), mode="linear", backend="reference")  # the same call: the same plan
+    assert len(_PLAN_CACHE) == plans and _cached_axis_taps.cache_info().hits == hits
+    resample1(x, (1, 1, 29, 31), mode="linear", scales=[1.0, 1.0, 29 / 13, 31 / 17], backend="reference")
+    assert len(_PLAN_CACHE) == plans + 1 and _cached_axis_taps.cache_info().hits == hits + 4  # the same axes
     index, weight = _cached_axis_taps(13, 29, float(np.float32(29 / 13)), 0.5, -0.5, "linear", "half_up")
     assert not index.flags.writeable and not weight.flags.writeable
 
@@ -748,3 +750,14 @@ def test_gradops_run_entry_point(tmp_path):
         y = result["OutputTensor"]
         assert y.dtype == np.float16
         assert y.reshape(4, 4).tolist() == [[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4]]  # E10
+
+
+def test_plan_cache_keeps_argument_types_apart():
+    """``True == 1`` as a dictionary key, but a bool is not a valid scale: a cached plan for
+    ``scales=(1, ...)`` must not accept ``(True, ...)``; errors are raised again, never cached."""
+    x = np.zeros((1, 1, 2, 2), np.float32)
+    resample1(x, (1, 1, 2, 2), scales=(1, 1, 1, 1))
+    for _ in range(2):
+        with pytest.raises(DescriptorError, match=r"scales\[0\]"):
+            resample1(x, (1, 1, 2, 2), scales=(True, 1, 1, 1))
+    resample1(x, (1, 1, 2, 2), scales=[1.0, 1.0, 1.0, 1.0])  # lists work (and are not cached by identity)

@@ -99,15 +99,16 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Mapping[str, np.ndarray],
-                may_alias: Sequence[str] = (), name: str = "out") -> np.ndarray:
-    """Validate a user's ``out=`` array, or allocate a fresh one.
+                may_alias: Sequence[str] = (), name: str = "out", like: np.ndarray | None = None) -> np.ndarray:
+    """Validate a user's ``out=`` array, or allocate a fresh one (in the memory order of ``like``,
+    as NumPy's ``order="K"``: see :func:`~gradops._output_cache.empty_output`).
 
     ``out`` must be a writeable ndarray of exactly ``shape`` and ``dtype`` whose elements do
     not overlap each other. It may share memory with an input only if that input's name is in
     ``may_alias`` and the two are the very same view (element-wise operators run in place).
     """
     if out is None:
-        return empty_output(tuple(shape), dtype)
+        return empty_output(tuple(shape), dtype, like)
     if not isinstance(out, np.ndarray):
         raise AliasingError.expected(name, "a NumPy array or None", out)
     if out.dtype != dtype:

@@ -77,8 +77,26 @@ class _Block:
         _CACHE.give_back(self.raw)
 
 
-def empty_output(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)``, from the cache for large outputs."""
+def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None) -> np.ndarray:
+    """``np.empty(shape, dtype)``, from the cache for large outputs, stored in the axis order of
+    ``like`` (an array of the same rank) as NumPy's ``order="K"`` does: a gradient of a
+    channels_last ``dy`` is channels_last too, and the kernels read and write both in one order."""
+    order = _memory_order(like) if like is not None and like.ndim == len(shape) else list(range(len(shape)))
+    if order != sorted(order):
+        stored = _empty(tuple(shape[d] for d in order), dtype)
+        return stored.transpose(np.argsort(order))
+    return _empty(tuple(shape), dtype)
+
+
+def _memory_order(array: np.ndarray) -> list[int]:
+    """The axes of ``array`` outermost first by stride. Size-1 axes (whose strides mean nothing)
+    keep their places; the longer axes fill the other places in stride order."""
+    long_axes = iter(sorted((d for d in range(array.ndim) if array.shape[d] > 1),
+                            key=lambda d: (-abs(array.strides[d]), d)))
+    return [next(long_axes) if array.shape[d] > 1 else d for d in range(array.ndim)]
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < _MIN_POOLED_BYTES or _limit_bytes() == 0:

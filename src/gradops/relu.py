@@ -45,7 +45,7 @@ def relu(x: np.ndarray, *, out: np.ndarray | None = None, backend: str | None = 
     ``out``: optional preallocated result; it may be ``x`` itself (in-place execution).
     """
     x = check_input("x", x, dtypes=RELU_DTYPES, ranks=_RANKS)
-    out = prepare_out(out, shape=x.shape, dtype=x.dtype, inputs={"x": x}, may_alias=("x",))
+    out = prepare_out(out, shape=x.shape, dtype=x.dtype, inputs={"x": x}, may_alias=("x",), like=x)
     _select_positive(x, x, out, resolve_backend(backend))
     return out
 
@@ -61,7 +61,8 @@ def relu_grad(x: np.ndarray, dy: np.ndarray, *, out: np.ndarray | None = None,
     x = check_input("x", x, dtypes=RELU_DTYPES, ranks=_RANKS)
     dy = check_input("dy", dy, dtypes=RELU_DTYPES, ranks=_RANKS)
     check_same("dy", dy, "x", x)
-    out = prepare_out(out, shape=x.shape, dtype=x.dtype, inputs={"x": x, "dy": dy}, may_alias=("x", "dy"))
+    out = prepare_out(out, shape=x.shape, dtype=x.dtype, inputs={"x": x, "dy": dy}, may_alias=("x", "dy"),
+                      like=dy)
     _select_positive(x, dy, out, resolve_backend(backend))
     return out
 

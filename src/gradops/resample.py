@@ -23,10 +23,11 @@ rounds once to the output type (float32 or float16).
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache, partial
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -188,18 +189,61 @@ def _offset_convention(value: Any) -> str:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Plan:
-    """A validated call in forward terms: sizes and the per-axis taps of the forward op."""
+    """A validated call in forward terms: sizes and the per-axis taps of the forward op.
+    ``tap_key``: the taps as bytes, the fast backend's cache key for its kernel tables."""
 
     forward_in: tuple[int, ...]
     forward_out: tuple[int, ...]
     taps: Taps
+    tap_key: tuple[tuple[bytes, bytes], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tap_key", tuple(
+            (np.ascontiguousarray(index, np.int64).tobytes(), np.ascontiguousarray(weight, np.float32).tobytes())
+            for index, weight in self.taps))
 
 
-def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, *,
-          mode: Any, rounding_direction: Any = None, scales: Any = None, input_pixel_offsets: Any = None,
-          output_pixel_offsets: Any = None, offset_convention: Any = "per-tensor") -> _Plan:
+# Plans of recent NumPy calls, by their exact arguments (with types: True == 1 == 1.0 as dict
+# keys, but only 1 and 1.0 are valid scales). Errors are never cached: they are raised again.
+_PLAN_CACHE: dict[tuple, _Plan] = {}
+_PLAN_CACHE_SIZE = 256
+_PLAN_CACHE_LOCK = threading.Lock()
+
+
+def _argument_key(value: Any) -> Hashable:
+    kind = type(value)
+    if kind is tuple or kind is list:
+        items = tuple(value)
+        hash(items)  # TypeError for unhashable items: that call is planned without the cache
+        return (tuple, tuple(map(type, items)), items)
+    if kind is np.ndarray:
+        return (kind, value.dtype.str, value.shape, value.tobytes())
+    hash(value)
+    return (kind, value)
+
+
+def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, **parameters: Any
+          ) -> _Plan:
+    """:func:`_build_plan`, remembered for repeated calls with the same arguments."""
+    try:
+        key = (op, forward_in, forward_out, names, *[(name, _argument_key(value)) for name, value in parameters.items()])
+        plan = _PLAN_CACHE.get(key)
+    except TypeError:
+        return _build_plan(op, forward_in, forward_out, names, **parameters)
+    if plan is None:
+        plan = _build_plan(op, forward_in, forward_out, names, **parameters)
+        with _PLAN_CACHE_LOCK:
+            if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
+                del _PLAN_CACHE[next(iter(_PLAN_CACHE))]  # the oldest entry
+            _PLAN_CACHE[key] = plan
+    return plan
+
+
+def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, *,
+                mode: Any, rounding_direction: Any = None, scales: Any = None, input_pixel_offsets: Any = None,
+                output_pixel_offsets: Any = None, offset_convention: Any = "per-tensor") -> _Plan:
     """Validate the non-tensor parameters of ``op`` and build its taps (SPEC 3.1 rules 3 and 5).
 
     The NumPy functions (``names.numpy``) fill defaults: scales ``fl32(out/in)`` and the
@@ -375,21 +419,21 @@ def _run(source: np.ndarray, plan: _Plan, out: np.ndarray | None, backend: str |
          gradient: bool) -> np.ndarray:
     name = "dy" if gradient else "x"
     shape = plan.forward_in if gradient else plan.forward_out
-    out = prepare_out(out, shape=shape, dtype=source.dtype, inputs={name: source})
-    _dispatch(source, out, plan.taps, resolve_backend(backend), gradient=gradient)
+    out = prepare_out(out, shape=shape, dtype=source.dtype, inputs={name: source}, like=source)
+    _dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
     return out
 
 
-def _dispatch(source: np.ndarray, out: np.ndarray, taps: Taps, backend: str, *, gradient: bool) -> None:
+def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *, gradient: bool) -> None:
     """Run the forward op (``out = J source``) or its adjoint (``out = J^T source``)."""
     if backend == "fast":
         from ._fast.resample import resample_backward, resample_forward
 
-        (resample_backward if gradient else resample_forward)(source, out, list(taps))
+        (resample_backward if gradient else resample_forward)(source, out, plan.taps, key=plan.tap_key)
     elif gradient:
-        np.copyto(out, _adjoint_reference(source, taps, out.shape))
+        np.copyto(out, _adjoint_reference(source, plan.taps, out.shape))
     else:
-        np.copyto(out, _forward_reference(source, taps))
+        np.copyto(out, _forward_reference(source, plan.taps))
 
 
 # --- reference backend: separable, vectorised over everything but the axes and the 2 taps ----
@@ -540,7 +584,7 @@ class _ResampleOperator(OperatorDesc):
         source, target = inputs[0], outputs[0]
         prepare_out(target, shape=target.shape, dtype=source.dtype, inputs={dml_name(self.INPUTS[0]): source},
                     name=dml_name(self.OUTPUTS[0]))
-        _dispatch(source, target, self._plan.taps, resolve_backend(backend), gradient=self.OP.gradient)
+        _dispatch(source, target, self._plan, resolve_backend(backend), gradient=self.OP.gradient)
 
     def __post_init__(self) -> None:
         """Normalise what is unambiguous (enum names and values, lists to tuples, so that

@@ -36,27 +36,22 @@ NaN handled). Nearest forward resampling is a pure selection and copies bits, Na
 included. Sums start from -0.0 in the forward op (a -0 input read at weight 1 stays -0,
 SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts from zeros).
 
-Threads: the calling thread and ``numba.get_num_threads() - 1`` helper threads claim chunks of
-work items from an atomic counter (see ``_share``).
+Threads: the calling thread and helper threads claim chunks of work items (see ``pool.py``).
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
-import time
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 from llvmlite import ir
-from numba import get_num_threads, njit, types
-from numba.core import cgutils
+from numba import njit, types
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.extending import intrinsic, overload
 
 from .._resample_plan import transpose_taps
+from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, element_aligned, flat_view
 
 Taps = Sequence[tuple[np.ndarray, np.ndarray]]
@@ -65,11 +60,6 @@ RANK = 4
 # Elements of one row sum (columns x U): longer rows are split into column blocks, so that long
 # 1-D/2-D cases still run in parallel and the row sum stays in L1/L2.
 _ROW_ELEMENTS = 8192
-# Chunks of work items per thread, claimed dynamically: enough to even out rows of unequal cost
-# and threads that start late, few enough that claiming costs nothing.
-_CHUNKS_PER_THREAD = 16
-# How long the calling thread busy-waits for a helper's last chunk before yielding the CPU.
-_SPIN_SECONDS = 2e-4
 
 _FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 + -0 == -0
 _GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
@@ -510,25 +500,10 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
 # ---------------------------------------------------------------------------------------------
 # Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
 # axes already permuted into the five roles of the module docstring. Both kernels are run by
-# ``_share``: each thread claims chunks of work items from ``counters`` until none is left.
-
-@intrinsic
-def _fetch_add(typingctx, counters, index):
-    """Atomically ``counters[index] += 1``; returns the previous value."""
-    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        position = context.cast(builder, args[1], signature.args[1], types.intp)
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
-        return builder.atomic_rmw("add", pointer, context.get_constant(types.int64, 1), "seq_cst")
-    return types.int64(counters, index), codegen
-
+# ``pool.share``: each thread claims chunks of work items from ``counters`` until none is left.
 
 @njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler)
-def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
               ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
               block_columns, block_first, block_count, column_identity, slot, slot_weight,
               affine, affine_base, affine_weight, weighted, zero, max_taps):
@@ -537,6 +512,7 @@ def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, d
     source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
     ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
     block's first one, or 0 (padding). A work item is (i0, i1, i2, column block)."""
+    seen = begin(epoch, role)
     units = dst_shape[4]
     # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
     # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
@@ -554,8 +530,9 @@ def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, d
     direct_units = units > 1 and src_packed and d4 == 1 and not column_identity and slot.shape[1] <= 2
     blocks = block_first.size
     while True:
-        chunk = _fetch_add(counters, 0)
+        chunk = claim(counters)
         if chunk >= chunks:
+            end(epoch, role, seen)
             return
         start = chunk * items // chunks
         # Unflatten the first item once, then step the counters (no division per item).
@@ -623,22 +600,24 @@ def _contract(counters, chunks, src, src_offset, src_strides, dst, dst_offset, d
                     if i1 == n1:
                         i1 = 0
                         i0 += 1
-        _fetch_add(counters, 1)
+        finish(counters)
 
 
 @njit(nogil=True, cache=True)
-def _select(counters, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
+def _select(counters, epoch, role, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
             index0, index1, index2, index3, inner_identity):
     """Nearest forward: ``dst[o] = src[index0[o0], ..., index3[o3]]``, copying raw bits. A work
     item is a row (o0, o1, o2)."""
+    seen = begin(epoch, role)
     n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
     s0, s1, s2, s3 = src_strides[0], src_strides[1], src_strides[2], src_strides[3]
     d0, d1, d2, d3 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3]
     unit = inner_identity and s3 == 1 and d3 == 1
     rows = dst_shape[0] * n1 * n2
     while True:
-        chunk = _fetch_add(counters, 0)
+        chunk = claim(counters)
         if chunk >= chunks:
+            end(epoch, role, seen)
             return
         start = chunk * rows // chunks
         i2 = start % n2
@@ -663,52 +642,7 @@ def _select(counters, chunks, src, src_offset, src_strides, dst, dst_offset, dst
                 if i1 == n1:
                     i1 = 0
                     i0 += 1
-        _fetch_add(counters, 1)
-
-
-# ---------------------------------------------------------------------------------------------
-# Threads. A fork-join parallel region (prange) waits for every thread to start and finish its
-# share: on a busy machine a helper thread that the OS does not schedule stalls the call for a
-# whole time slice (measured here: a 50 us region took 8 ms with one competing process). So the
-# calling thread and helper threads claim chunks of work from an atomic counter; the caller
-# only waits for chunks a helper has claimed, never for a helper that has not started.
-# Which thread computes a chunk does not change its result: outputs are bit-identical.
-
-_helpers: list[queue.SimpleQueue] = []
-_helpers_lock = threading.Lock()
-_helpers_pid = os.getpid()  # helper threads do not survive a fork
-
-
-def _serve(tasks: queue.SimpleQueue) -> None:
-    while True:
-        kernel, args = tasks.get()
-        kernel(*args)
-
-
-def _share(kernel: Callable, items: int, *args) -> None:
-    """Run ``kernel(counters, chunks, *args)`` on this thread and up to
-    ``numba.get_num_threads() - 1`` helper threads (the kernels release the GIL)."""
-    threads = min(get_num_threads(), items)
-    chunks = min(items, threads * _CHUNKS_PER_THREAD)
-    counters = np.zeros(2, np.int64)  # [next chunk to claim, chunks finished]
-    global _helpers_pid
-    with _helpers_lock:
-        if _helpers_pid != os.getpid():
-            _helpers.clear()
-            _helpers_pid = os.getpid()
-        while len(_helpers) < threads - 1:
-            tasks: queue.SimpleQueue = queue.SimpleQueue()
-            threading.Thread(target=_serve, args=(tasks,), daemon=True, name="gradops-resample").start()
-            _helpers.append(tasks)
-        for tasks in _helpers[:threads - 1]:
-            tasks.put((kernel, (counters, chunks, *args)))
-    kernel(counters, chunks, *args)
-    # Wait for the chunks a helper claimed and is still computing: spin briefly (a chunk is short),
-    # then yield the CPU (the helper may have been preempted).
-    deadline = time.perf_counter() + _SPIN_SECONDS
-    while counters[1] < chunks:
-        if time.perf_counter() > deadline:
-            time.sleep(0)
+        finish(counters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -884,25 +818,41 @@ def _flat(array: np.ndarray, bits: bool = False) -> tuple[np.ndarray, int, np.nd
     return buffer, offset, strides
 
 
-def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool) -> None:
+def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tuple | None) -> None:
     """``dst = J src`` (forward taps) or ``J^T src`` (``transpose``)."""
     if not element_aligned(dst):
         staged = np.empty(dst.shape, dst.dtype)
-        _run(src, staged, taps, transpose)
+        _run(src, staged, taps, transpose, key)
         np.copyto(dst, staged)
         return
     src = aligned_input(src)
     # Everything but the data pointers depends on the geometry only: planned once per geometry.
     axes, items, src_offset, dst_offset, static = _contract_plan(
-        transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize, tuple(_key(t) for t in taps))
-    _share(_contract, items, _flat_buffer(src, axes), src_offset, static[0], _flat_buffer(dst, axes), dst_offset,
-           *static[1:])
+        transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
+        key if key is not None else tuple(_key(t) for t in taps))
+    share(_contract, items, src.nbytes + dst.nbytes, _flat_buffer(src, axes), src_offset, static[0],
+          _flat_buffer(dst, axes), dst_offset, *static[1:])
 
 
 def _flat_buffer(array: np.ndarray, axes: tuple) -> np.ndarray:
     """The flat buffer of ``flat_view`` (see strided.py) for ``array`` viewed as ``axes``."""
-    view = array[(np.newaxis,) * (RANK - array.ndim)].transpose(axes[0])[axes[1]]
-    return flat_view(view.view(np.uint16) if view.dtype == np.float16 else view)[0]
+    if _dense(array.shape, array.strides, array.itemsize):
+        flat = array.ravel(order="K")  # a view: the memory from the lowest address, in order
+    else:
+        view = array[(np.newaxis,) * (RANK - array.ndim)].transpose(axes[0])[axes[1]]
+        flat = flat_view(view)[0]
+    return flat.view(np.uint16) if flat.dtype == np.float16 else flat
+
+
+@lru_cache(maxsize=256)
+def _dense(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """Whether an array fills its memory without gaps, all strides positive (any axis order)."""
+    expected = itemsize
+    for stride, n in sorted((stride, n) for stride, n in zip(strides, shape) if n > 1):
+        if stride != expected:
+            return False
+        expected *= n
+    return True
 
 
 @lru_cache(maxsize=64)
@@ -944,20 +894,21 @@ def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_sh
     return axes, items, src_offset, dst_offset, static
 
 
-def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:
     """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
     (SPEC 3.3/3.4), ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``: rank 1..4,
-    float32 or float16 (the same), any strides; ``out`` must not overlap ``x``."""
+    float32 or float16 (the same), any strides; ``out`` must not overlap ``x``. ``key``: the taps
+    as bytes (``_key`` of each), if the caller keeps them."""
     if all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps):
         _select_nearest(x, out, taps)
         return
-    _run(x, out, taps, transpose=False)
+    _run(x, out, taps, False, key)
 
 
-def resample_backward(dy: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+def resample_backward(dy: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:
     """``out = J^T dy`` (SPEC 3.6) for the forward taps ``taps``, computed as a gather: ``dy`` has
     the forward output's shape, ``out`` the forward input's; otherwise as ``resample_forward``."""
-    _run(dy, out, taps, transpose=True)
+    _run(dy, out, taps, True, key)
 
 
 def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
@@ -973,5 +924,5 @@ def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
     dst_shape = np.array([out.shape[d] for d in order], dtype=np.int64)
     indices = [np.ascontiguousarray(taps[d][0][:, 0], dtype=np.int64) for d in order]
     inner_identity = _is_identity(*taps[order[-1]], x.shape[order[-1]])
-    _share(_select, int(np.prod(dst_shape[:3])), src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides,
+    share(_select, int(np.prod(dst_shape[:3])), x.nbytes + out.nbytes, src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides,
            dst_shape, *indices, inner_identity)

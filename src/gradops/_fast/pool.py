@@ -1,0 +1,170 @@
+"""The fast backend's threads: the calling thread and helper threads claim chunks of work.
+
+A fork-join parallel region (numba's ``prange``) waits for every thread to start and finish its
+share: on a busy machine a helper thread that the OS does not schedule stalls the call for a
+whole time slice (measured here: a 50 us region took 8 ms with one competing process). Here the
+calling thread and ``numba.get_num_threads() - 1`` helper threads claim chunks of work items
+from an atomic counter; the caller only waits for chunks a helper has claimed, never for a
+helper that has not started. Which thread computes a chunk does not change its result, so
+outputs are bit-identical whatever the thread count.
+
+A kernel run by :func:`share` has the signature ``kernel(counters, epoch, role, chunks, *args)``,
+releases the GIL (``nogil=True``), starts with ``seen = begin(epoch, role)``, loops
+``chunk = claim(counters)`` until ``chunk >= chunks``, calling ``finish(counters)`` after each
+chunk it computed, and ends with ``end(epoch, role, seen)``.
+
+Waking a sleeping thread costs tens of microseconds, as much as a small call's whole work. So
+calls that move little memory run on the calling thread alone, and a helper does not sleep
+after its task: it lingers (``end``) inside the kernel, without the GIL, for
+``_HELPER_SPIN_SECONDS`` watching ``epoch``, which the calling thread's kernel bumps (``begin``)
+once the next task is queued and the GIL released. The calls of a training step, which follow
+each other closely, find the helpers awake, and no thread waits on the GIL held by another.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+from numba import get_num_threads, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# Chunks of work items per thread, claimed dynamically: enough to even out items of unequal cost
+# and threads that start late, few enough that claiming costs nothing.
+_CHUNKS_PER_THREAD = 16
+# Calls that move fewer bytes than this run on the calling thread: waking a helper costs more.
+_INLINE_BYTES = 256 << 10
+# How long the calling thread busy-waits for a helper's last chunk before yielding the CPU.
+_CALLER_SPIN_SECONDS = 2e-4
+# How long an idle helper watches for the next task before it sleeps.
+_HELPER_SPIN_SECONDS = 2e-4
+
+
+@intrinsic
+def _fetch_add(typingctx, counters, index):
+    """Atomically ``counters[index] += 1``; returns the previous value."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        position = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
+        return builder.atomic_rmw("add", pointer, context.get_constant(types.int64, 1), "seq_cst")
+    return types.int64(counters, index), codegen
+
+
+@intrinsic
+def _atomic_load(typingctx, counters, index):
+    """``counters[index]``, read atomically (a loop of plain loads may be hoisted by LLVM)."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        position = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
+        value = builder.load_atomic(pointer, "seq_cst", 8)
+        return value
+    return types.int64(counters, index), codegen
+
+
+CALLER, HELPER, ALONE = 0, 1, 2  # a kernel's ``role``
+
+
+@njit(inline="always")
+def begin(epoch, role):
+    """The calling thread announces its task to the lingering helpers; returns the epoch this
+    thread starts in."""
+    if role == CALLER:
+        return _fetch_add(epoch, 0) + 1
+    return _atomic_load(epoch, 0)
+
+
+@njit(inline="always")
+def end(epoch, role, seen):
+    """A helper lingers until the next task is announced, or ``epoch[1]`` rounds have passed."""
+    if role == HELPER:
+        for _ in range(epoch[1]):
+            if _atomic_load(epoch, 0) != seen:
+                return
+
+
+@njit(inline="always")
+def claim(counters):
+    """The next chunk for this thread (``>= chunks`` when none is left)."""
+    return _fetch_add(counters, 0)
+
+
+@njit(inline="always")
+def finish(counters):
+    """Report one claimed chunk computed."""
+    _fetch_add(counters, 1)
+
+
+@njit(nogil=True, cache=True)
+def _linger(epoch, role):
+    """A kernel with no work (calibrates ``end``)."""
+    end(epoch, role, begin(epoch, role))
+
+
+_helpers: list[queue.SimpleQueue] = []
+_helpers_lock = threading.Lock()
+_helpers_pid = os.getpid()  # helper threads do not survive a fork
+# [tasks announced, rounds a helper lingers]; the rounds are calibrated when helpers start.
+_epoch = np.zeros(2, np.int64)
+
+
+def _calibrate_linger() -> int:
+    probe = np.array([0, 1 << 16], np.int64)
+    _linger(probe, HELPER)  # compile or load
+    start = time.perf_counter()
+    _linger(probe, HELPER)
+    return max(1, int(probe[1] * _HELPER_SPIN_SECONDS / max(time.perf_counter() - start, 1e-9)))
+
+
+def _serve(tasks: queue.SimpleQueue) -> None:
+    while True:
+        kernel, args = tasks.get()  # at once when the kernel's lingering saw the task announced
+        kernel(*args)
+
+
+def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:
+    """Run ``kernel(counters, epoch, role, chunks, *args)`` over ``items`` work items on this thread and, if
+    the call moves at least ``_INLINE_BYTES``, on up to ``numba.get_num_threads() - 1`` helper
+    threads."""
+    threads = 1 if moved_bytes < _INLINE_BYTES else min(get_num_threads(), items)
+    chunks = min(items, threads * _CHUNKS_PER_THREAD)
+    counters = np.zeros(2, np.int64)  # [next chunk to claim, chunks computed]
+    if threads > 1:
+        _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *args))
+    kernel(counters, _epoch, CALLER if threads > 1 else ALONE, chunks, *args)
+    # Wait for the helpers' claimed chunks: spin briefly (a chunk is short), then yield the CPU
+    # (a helper may have been preempted).
+    deadline = time.perf_counter() + _CALLER_SPIN_SECONDS
+    while counters[1] < chunks:
+        if time.perf_counter() > deadline:
+            time.sleep(0)
+
+
+def _start_helpers(count: int, kernel: Callable, args: tuple) -> None:
+    global _helpers_pid
+    with _helpers_lock:
+        if _helpers_pid != os.getpid():
+            _helpers.clear()
+            _helpers_pid = os.getpid()
+        if not _epoch[1]:
+            _epoch[1] = _calibrate_linger()
+        while len(_helpers) < count:
+            tasks: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(tasks,), daemon=True, name="gradops-helper").start()
+            _helpers.append(tasks)
+        for tasks in _helpers[:count]:
+            tasks.put((kernel, args))
