@@ -13,22 +13,20 @@ How the work is laid out:
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
-  contiguous run of (position, k) and the inner loop vectorises over it with a weight row tiled to
-  period C*M. ``planar`` rows (chosen when W is the unit-stride axis, e.g. NCHW) are
+  contiguous run of (position, k) and a SIMD vector spans consecutive k. ``planar`` rows (chosen when W is the unit-stride axis, e.g. NCHW) are
   ``[k][position]`` with one scalar weight per (k, tap). Planar with stride 1 and finite weights
   goes further: each tap is one run over a whole block of rows (``_planar_blocks_kernel``).
 * Strides. A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so
   x-space rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...);
   within a plane every tap's columns are contiguous again. No modulo runs in an inner loop.
 * Taps. Per output row, the taps that reach it are listed with the columns they reach; the row
-  splits into segments of columns reached by the same taps, and each segment takes its taps 4 at
-  a time (one load and store of the accumulator per 4; the first group writes, so nothing is
-  zeroed first). Taps in the padding are skipped: they are never multiplied by 0, except in the
-  planar blocks, where that is exact (see ``_planar_blocks_kernel``). Channels-last rows of at
-  least ``_ROW_WIDTH`` channels whose taps are whole filter rows of 3 reading consecutive
-  positions (stride 1 in x-space, dilation 1) go 4 positions at a time instead: the 4 share each
-  loaded weight and source vector (``_row3``), and a 3x3 filter keeps each output in registers
-  for all 9 taps (``_rows3x3``). Same products, same additions, same order.
+  splits into segments of columns reached by the same taps. Channels-last segments run in blocks
+  of 4 positions x 2 SIMD vectors of k (``_taps_blocked``, with ``simd.py``): 8 sums stay in
+  registers over all the taps, so each weight vector is loaded once per block and no partial sum
+  goes through memory. Planar segments take their taps 4 at a time (one load and store of the
+  accumulator per 4; the first group writes, so nothing is zeroed first). Taps in the padding
+  are skipped: they are never multiplied by 0, except in the planar blocks, where that is exact
+  (see ``_planar_blocks_kernel``).
 * Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
   input: for each m, taps (ky, kx) ascending from +0, then the M partial sums added in m order.
   Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its (row, ox) terms in
@@ -51,6 +49,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
+from . import simd
 from .strided import aligned_input, element_aligned, flat_view
 
 _FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
@@ -58,8 +57,6 @@ _HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
 _LANES = 16  # backprop filter: independent partial sums per filter element (ox % 16)
 _CHUNKS = 64  # backprop filter: row chunks reduced separately, then combined in order
 _TARGET_JOBS = 64  # forward / backprop input: jobs to hand out dynamically (load balance)
-_TILE = 512  # minimum length of a tiled weight row (channels-last inner loops)
-_ROW_WIDTH = 128  # channels-last C*M from which whole filter rows run position-blocked (``_row3``)
 
 
 # --- float16 / bfloat16 <-> float32 on bits --------------------------------------------------
@@ -236,169 +233,12 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
 
 
 # --- tap runs: acc[a + j] (=|+=) sum of src[s + j] * weight ---------------------------------
-# A group of 4 taps loads and stores the accumulator once: a[j] + p0 + p1 evaluates as
-# (a[j] + p0) + p1, the same additions in the same order as one tap at a time. The first group of
-# a plane writes 0 + p0 + ... instead of reading a zeroed accumulator (0 + p0 keeps the sum's
-# start at +0, as a zeroed accumulator would).
+# Planar runs: a group of 4 taps loads and stores the accumulator once: a[j] + p0 + p1 evaluates
+# as (a[j] + p0) + p1, the same additions in the same order as one tap at a time. The first group
+# of a plane writes 0 + p0 + ... instead of reading a zeroed accumulator (0 + p0 keeps the sum's
+# start at +0, as a zeroed accumulator would). Channels-last runs keep their sums in registers.
 
 _ZERO = np.float32(0)
-
-
-@njit
-def _tiled1(acc, a0, n, src, s0, wt, w0, tile, first):
-    for j0 in range(0, n, tile):
-        k = min(tile, n - j0)
-        a = acc[a0 + j0:a0 + j0 + k]
-        x0 = src[s0 + j0:s0 + j0 + k]
-        f0 = wt[w0:w0 + k]
-        if first:
-            for j in range(k):
-                a[j] = _ZERO + x0[j] * f0[j]
-        else:
-            for j in range(k):
-                a[j] += x0[j] * f0[j]
-
-
-@njit
-def _tiled2(acc, a0, n, src, s0, s1, wt, w0, w1, tile, first):
-    for j0 in range(0, n, tile):
-        k = min(tile, n - j0)
-        a = acc[a0 + j0:a0 + j0 + k]
-        x0 = src[s0 + j0:s0 + j0 + k]
-        x1 = src[s1 + j0:s1 + j0 + k]
-        f0 = wt[w0:w0 + k]
-        f1 = wt[w1:w1 + k]
-        if first:
-            for j in range(k):
-                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j]
-        else:
-            for j in range(k):
-                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j]
-
-
-@njit
-def _tiled4(acc, a0, n, src, s0, s1, s2, s3, wt, w0, w1, w2, w3, tile, first):
-    for j0 in range(0, n, tile):
-        k = min(tile, n - j0)
-        a = acc[a0 + j0:a0 + j0 + k]
-        x0 = src[s0 + j0:s0 + j0 + k]
-        x1 = src[s1 + j0:s1 + j0 + k]
-        x2 = src[s2 + j0:s2 + j0 + k]
-        x3 = src[s3 + j0:s3 + j0 + k]
-        f0 = wt[w0:w0 + k]
-        f1 = wt[w1:w1 + k]
-        f2 = wt[w2:w2 + k]
-        f3 = wt[w3:w3 + k]
-        if first:
-            for j in range(k):
-                a[j] = _ZERO + x0[j] * f0[j] + x1[j] * f1[j] + x2[j] * f2[j] + x3[j] * f3[j]
-        else:
-            for j in range(k):
-                a[j] = a[j] + x0[j] * f0[j] + x1[j] * f1[j] + x2[j] * f2[j] + x3[j] * f3[j]
-
-
-@njit
-def _row3(acc, a0, width, src, s_low, ascending, wt, w0, w1, w2, first):
-    """Channels-last rows, 4 consecutive positions of ``width`` channels, 3 taps whose sources are
-    consecutive positions (one filter row, stride 1 in x-space): acc[a0 + p*width + j] (=|+=)
-    sum over taps i, in order, of src[s_low + (p + i)*width + j] * wt[w_i + j] (``ascending``), or
-    of src[s_low + (p + 2 - i)*width + j] * wt[w_i + j]. Each of the 6 source vectors and 3 weight
-    vectors is loaded once for the 12 (position, tap) products that use it."""
-    a = acc[a0:a0 + 4 * width]
-    v = src[s_low:s_low + 6 * width]
-    f0 = wt[w0:w0 + width]
-    f1 = wt[w1:w1 + width]
-    f2 = wt[w2:w2 + width]
-    p1, p2, p3, p4, p5 = width, 2 * width, 3 * width, 4 * width, 5 * width
-    if ascending and first:
-        for j in range(width):
-            g0, g1, g2 = f0[j], f1[j], f2[j]
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            a[j] = _ZERO + y0 * g0 + y1 * g1 + y2 * g2
-            a[p1 + j] = _ZERO + y1 * g0 + y2 * g1 + y3 * g2
-            a[p2 + j] = _ZERO + y2 * g0 + y3 * g1 + y4 * g2
-            a[p3 + j] = _ZERO + y3 * g0 + y4 * g1 + y5 * g2
-    elif ascending:
-        for j in range(width):
-            g0, g1, g2 = f0[j], f1[j], f2[j]
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            a[j] = a[j] + y0 * g0 + y1 * g1 + y2 * g2
-            a[p1 + j] = a[p1 + j] + y1 * g0 + y2 * g1 + y3 * g2
-            a[p2 + j] = a[p2 + j] + y2 * g0 + y3 * g1 + y4 * g2
-            a[p3 + j] = a[p3 + j] + y3 * g0 + y4 * g1 + y5 * g2
-    elif first:
-        for j in range(width):
-            g0, g1, g2 = f0[j], f1[j], f2[j]
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            a[j] = _ZERO + y2 * g0 + y1 * g1 + y0 * g2
-            a[p1 + j] = _ZERO + y3 * g0 + y2 * g1 + y1 * g2
-            a[p2 + j] = _ZERO + y4 * g0 + y3 * g1 + y2 * g2
-            a[p3 + j] = _ZERO + y5 * g0 + y4 * g1 + y3 * g2
-    else:
-        for j in range(width):
-            g0, g1, g2 = f0[j], f1[j], f2[j]
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            a[j] = a[j] + y2 * g0 + y1 * g1 + y0 * g2
-            a[p1 + j] = a[p1 + j] + y3 * g0 + y2 * g1 + y1 * g2
-            a[p2 + j] = a[p2 + j] + y4 * g0 + y3 * g1 + y2 * g2
-            a[p3 + j] = a[p3 + j] + y5 * g0 + y4 * g1 + y3 * g2
-
-
-@njit(inline="always")
-def _row_sum(start, y0, y1, y2, g0, g1, g2):
-    return start + y0 * g0 + y1 * g1 + y2 * g2
-
-
-@njit
-def _row_runs(so, count, width):
-    """Whether the taps come in threes reading consecutive source positions, all the same way."""
-    step = so[1] - so[0] if count >= 2 else 0
-    if count % 3 != 0 or abs(step) != width:
-        return False
-    for t in range(0, count, 3):
-        if so[t + 1] - so[t] != step or so[t + 2] - so[t + 1] != step:
-            return False
-    return True
-
-
-@njit
-def _rows3x3(acc, a0, width, src, s_a, s_b, s_c, ascending, wt, taps):
-    """``_row3`` for all 9 taps of a 3x3 filter at once (weights at ``taps[:9]``, source rows from
-    ``s_a``, ``s_b``, ``s_c``): each output starts at +0 and is stored once, never reloaded."""
-    a = acc[a0:a0 + 4 * width]
-    u = src[s_a:s_a + 6 * width]
-    v = src[s_b:s_b + 6 * width]
-    w = src[s_c:s_c + 6 * width]
-    f0, f1, f2 = wt[taps[0]:taps[0] + width], wt[taps[1]:taps[1] + width], wt[taps[2]:taps[2] + width]
-    f3, f4, f5 = wt[taps[3]:taps[3] + width], wt[taps[4]:taps[4] + width], wt[taps[5]:taps[5] + width]
-    f6, f7, f8 = wt[taps[6]:taps[6] + width], wt[taps[7]:taps[7] + width], wt[taps[8]:taps[8] + width]
-    p1, p2, p3, p4, p5 = width, 2 * width, 3 * width, 4 * width, 5 * width
-    if ascending:
-        for j in range(width):
-            g0, g1, g2, g3, g4, g5, g6, g7, g8 = f0[j], f1[j], f2[j], f3[j], f4[j], f5[j], f6[j], f7[j], f8[j]
-            b0 = b1 = b2 = b3 = _ZERO
-            y0, y1, y2, y3, y4, y5 = u[j], u[p1 + j], u[p2 + j], u[p3 + j], u[p4 + j], u[p5 + j]
-            b0, b1 = _row_sum(b0, y0, y1, y2, g0, g1, g2), _row_sum(b1, y1, y2, y3, g0, g1, g2)
-            b2, b3 = _row_sum(b2, y2, y3, y4, g0, g1, g2), _row_sum(b3, y3, y4, y5, g0, g1, g2)
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            b0, b1 = _row_sum(b0, y0, y1, y2, g3, g4, g5), _row_sum(b1, y1, y2, y3, g3, g4, g5)
-            b2, b3 = _row_sum(b2, y2, y3, y4, g3, g4, g5), _row_sum(b3, y3, y4, y5, g3, g4, g5)
-            y0, y1, y2, y3, y4, y5 = w[j], w[p1 + j], w[p2 + j], w[p3 + j], w[p4 + j], w[p5 + j]
-            a[j], a[p1 + j] = _row_sum(b0, y0, y1, y2, g6, g7, g8), _row_sum(b1, y1, y2, y3, g6, g7, g8)
-            a[p2 + j], a[p3 + j] = _row_sum(b2, y2, y3, y4, g6, g7, g8), _row_sum(b3, y3, y4, y5, g6, g7, g8)
-    else:
-        for j in range(width):
-            g0, g1, g2, g3, g4, g5, g6, g7, g8 = f0[j], f1[j], f2[j], f3[j], f4[j], f5[j], f6[j], f7[j], f8[j]
-            b0 = b1 = b2 = b3 = _ZERO
-            y0, y1, y2, y3, y4, y5 = u[j], u[p1 + j], u[p2 + j], u[p3 + j], u[p4 + j], u[p5 + j]
-            b0, b1 = _row_sum(b0, y2, y1, y0, g0, g1, g2), _row_sum(b1, y3, y2, y1, g0, g1, g2)
-            b2, b3 = _row_sum(b2, y4, y3, y2, g0, g1, g2), _row_sum(b3, y5, y4, y3, g0, g1, g2)
-            y0, y1, y2, y3, y4, y5 = v[j], v[p1 + j], v[p2 + j], v[p3 + j], v[p4 + j], v[p5 + j]
-            b0, b1 = _row_sum(b0, y2, y1, y0, g3, g4, g5), _row_sum(b1, y3, y2, y1, g3, g4, g5)
-            b2, b3 = _row_sum(b2, y4, y3, y2, g3, g4, g5), _row_sum(b3, y5, y4, y3, g3, g4, g5)
-            y0, y1, y2, y3, y4, y5 = w[j], w[p1 + j], w[p2 + j], w[p3 + j], w[p4 + j], w[p5 + j]
-            a[j], a[p1 + j] = _row_sum(b0, y2, y1, y0, g6, g7, g8), _row_sum(b1, y3, y2, y1, g6, g7, g8)
-            a[p2 + j], a[p3 + j] = _row_sum(b2, y4, y3, y2, g6, g7, g8), _row_sum(b3, y5, y4, y3, g6, g7, g8)
 
 
 @njit
@@ -452,59 +292,117 @@ def _segments(lo, hi, nt, n_pos, bounds):
     return count
 
 
-@njit
-def _fill_plane_tiled(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, tile, scratch):
+@njit(inline="always")
+def _taps_4x2(acc, a, width, src, s, wt, taps, j, count, lanes):
+    """Positions 0-3 x vectors j, j + lanes of ``_taps_blocked``: 8 accumulators in registers."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = c0 = c1 = c2 = c3 = b0
+    for t in range(count):
+        w = simd.load(wt, taps[t] + j)
+        v = simd.load(wt, taps[t] + j + lanes)
+        p = s[t] + j
+        b0 = simd.muladd(b0, simd.load(src, p), w)
+        c0 = simd.muladd(c0, simd.load(src, p + lanes), v)
+        b1 = simd.muladd(b1, simd.load(src, p + width), w)
+        c1 = simd.muladd(c1, simd.load(src, p + width + lanes), v)
+        b2 = simd.muladd(b2, simd.load(src, p + 2 * width), w)
+        c2 = simd.muladd(c2, simd.load(src, p + 2 * width + lanes), v)
+        b3 = simd.muladd(b3, simd.load(src, p + 3 * width), w)
+        c3 = simd.muladd(c3, simd.load(src, p + 3 * width + lanes), v)
+    p = a + j
+    simd.store(acc, p, b0)
+    simd.store(acc, p + lanes, c0)
+    simd.store(acc, p + width, b1)
+    simd.store(acc, p + width + lanes, c1)
+    simd.store(acc, p + 2 * width, b2)
+    simd.store(acc, p + 2 * width + lanes, c2)
+    simd.store(acc, p + 3 * width, b3)
+    simd.store(acc, p + 3 * width + lanes, c3)
+
+
+@njit(inline="always")
+def _taps_4x1(acc, a, width, src, s, wt, taps, j, count):
+    """Positions 0-3 x vector j of ``_taps_blocked``."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b0
+    for t in range(count):
+        w = simd.load(wt, taps[t] + j)
+        p = s[t] + j
+        b0 = simd.muladd(b0, simd.load(src, p), w)
+        b1 = simd.muladd(b1, simd.load(src, p + width), w)
+        b2 = simd.muladd(b2, simd.load(src, p + 2 * width), w)
+        b3 = simd.muladd(b3, simd.load(src, p + 3 * width), w)
+    p = a + j
+    simd.store(acc, p, b0)
+    simd.store(acc, p + width, b1)
+    simd.store(acc, p + 2 * width, b2)
+    simd.store(acc, p + 3 * width, b3)
+
+
+@njit(inline="always")
+def _taps_blocked(acc, a0, width, n_pos, src, so, wt, taps, count, shifted):
+    """``acc[a0 + q*width + j] = +0 + sum over t < count, in order, of src[so[t] + q*width + j] *
+    wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions). Blocks of 4 positions
+    x 2 vectors keep 8 accumulators in registers over all taps: each weight vector is loaded once
+    per block, and no partial sum goes through memory. Every lane and the scalar tail compute
+    the same products and additions in the same order."""
+    lanes = simd.lanes(acc)
+    q = 0
+    while q < n_pos:
+        block = 4 if n_pos - q >= 4 else 1
+        o = q * width
+        for t in range(count):
+            shifted[t] = so[t] + o
+        j = 0
+        if block == 4:
+            while j + 2 * lanes <= width:
+                _taps_4x2(acc, a0 + o, width, src, shifted, wt, taps, j, count, lanes)
+                j += 2 * lanes
+            while j + lanes <= width:
+                _taps_4x1(acc, a0 + o, width, src, shifted, wt, taps, j, count)
+                j += lanes
+        else:
+            while j + lanes <= width:
+                b = simd.zeros(acc)
+                for t in range(count):
+                    b = simd.muladd(b, simd.load(src, shifted[t] + j), simd.load(wt, taps[t] + j))
+                simd.store(acc, a0 + o + j, b)
+                j += lanes
+        for p in range(block):
+            for k in range(j, width):
+                total = _ZERO
+                for t in range(count):
+                    total = total + src[shifted[t] + p * width + k] * wt[taps[t] + k]
+                acc[a0 + o + p * width + k] = total
+        q += block
+
+
+@njit(inline="always")
+def _fill_plane_blocked(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, scratch):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*width + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
-    src[so[t] + q*width + j] * wt[tap[t]*tile + j]`` (0 where no tap reaches). Each segment of
-    columns reached by the same taps takes them 4 at a time, the first group writing."""
-    bounds, sub_so, sub_tap = scratch[0], scratch[1], scratch[2]
+    src[so[t] + q*width + j] * wt[tap[t]*width + j]`` (0 where no tap reaches), one segment of
+    columns reached by the same taps at a time."""
+    bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
         a0, n = base + q0 * width, (q1 - q0) * width
         count = 0
         for t in range(nt):
             if lo[t] <= q0 and q1 <= hi[t]:
-                sub_so[count], sub_tap[count] = so[t] + q0 * width, tap[t] * tile
+                sub_so[count], sub_tap[count] = so[t] + q0 * width, tap[t] * width
                 count += 1
         if count == 0:
             acc[a0:a0 + n] = 0
-            continue
-        if width >= _ROW_WIDTH and _row_runs(sub_so, count, width):
-            # whole filter rows: blocks of 4 positions share their loads (``_row3``, ``_rows3x3``)
-            blocked = (q1 - q0) // 4 * 4 * width
-            ascending = sub_so[1] > sub_so[0]
-            low = 0 if ascending else 2  # the tap of a row reading its lowest source position
-            for p in range(0, blocked, 4 * width):
-                if count == 9:
-                    _rows3x3(acc, a0 + p, width, src, sub_so[low] + p, sub_so[3 + low] + p, sub_so[6 + low] + p,
-                             ascending, wt, sub_tap)
-                    continue
-                for t in range(0, count, 3):
-                    _row3(acc, a0 + p, width, src, sub_so[t + low] + p, ascending, wt, sub_tap[t], sub_tap[t + 1],
-                          sub_tap[t + 2], t == 0)
-            a0, n = a0 + blocked, n - blocked
-            for t in range(count):
-                sub_so[t] += blocked
-        if n == 0:
-            continue
-        t = 0
-        while count - t >= 4:
-            _tiled4(acc, a0, n, src, sub_so[t], sub_so[t + 1], sub_so[t + 2], sub_so[t + 3], wt, sub_tap[t],
-                    sub_tap[t + 1], sub_tap[t + 2], sub_tap[t + 3], tile, t == 0)
-            t += 4
-        if count - t >= 2:
-            _tiled2(acc, a0, n, src, sub_so[t], sub_so[t + 1], wt, sub_tap[t], sub_tap[t + 1], tile, t == 0)
-            t += 2
-        if t < count:
-            _tiled1(acc, a0, n, src, sub_so[t], wt, sub_tap[t], tile, t == 0)
+        else:
+            _taps_blocked(acc, a0, width, q1 - q0, src, sub_so, wt, sub_tap, count, shifted)
 
 
 @njit
 def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratch):
     """Planar plane of ``n_pos`` positions: ``acc[base + q] = sum over taps t with lo[t] <= q <
     hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches); segments as in
-    ``_fill_plane_tiled``."""
+    ``_fill_plane_blocked``."""
     bounds, sub_so, sub_weight = scratch[0], scratch[1], scratch[2]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
@@ -576,7 +474,7 @@ def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, pla
 # --- forward ---------------------------------------------------------------------------------
 
 @njit(parallel=True, cache=True, nogil=True)
-def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off, y_st, y_direct, direct_out, geo,
+def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st, y_direct, direct_out, geo,
                     planar, kind, rows_per_job):
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
@@ -590,16 +488,16 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off,
         b = job // jobs_per_image
         oy0 = (job - b * jobs_per_image) * rows_per_job
         oy1 = min(out_h, oy0 + rows_per_job)
-        ring = np.empty(0 if direct_in else ring_rows * row_len, wt.dtype)
+        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
         tags = np.full(ring_rows, -1, np.int64)
         src = x_direct if direct_in else ring
-        acc = y_direct if direct_out else np.empty(out_w * width, wt.dtype)
+        acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
         so = np.empty(fh * fw, np.int64)
         tap = np.empty(fh * fw, np.int64)
         lo = np.empty(fh * fw, np.int64)
         hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wt.dtype)
-        scratch = np.empty((3, 2 * fh * fw + 2), np.int64)
+        weight = np.empty(fh * fw, wv.dtype)
+        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
         x_base = x_off + b * x_st[0]
         for oy in range(oy0, oy1):
             nt = 0
@@ -640,7 +538,7 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off,
                     _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
                                        weight, lo, hi, nt, scratch)
             else:
-                _fill_plane_tiled(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wt, tile, scratch)
+                _fill_plane_blocked(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wv, scratch)
             if direct_out:
                 continue
             if planar:
@@ -656,7 +554,7 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wt, tile, wv, y, y_off,
 # --- backprop input --------------------------------------------------------------------------
 
 @njit(parallel=True, cache=True, nogil=True)
-def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv, dx, dx_off, dx_st, dx_direct,
+def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off, dx_st, dx_direct,
                            direct_out, geo, planar, kind, rows_per_job):
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
@@ -670,17 +568,17 @@ def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv
         b = job // jobs_per_image
         iy0 = (job - b * jobs_per_image) * rows_per_job
         iy1 = min(in_h, iy0 + rows_per_job)
-        ring = np.empty(0 if direct_in else ring_rows * row_len, wt.dtype)
+        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
         tags = np.full(ring_rows, -1, np.int64)
         src = dy_direct if direct_in else ring
-        acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wt.dtype)  # [r][q][k] or [k][r][q]
-        combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wt.dtype)
+        acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
+        combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wv.dtype)
         so = np.empty(fh * fw, np.int64)
         tap = np.empty(fh * fw, np.int64)
         lo = np.empty(fh * fw, np.int64)
         hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wt.dtype)
-        scratch = np.empty((3, 2 * fh * fw + 2), np.int64)
+        weight = np.empty(fh * fw, wv.dtype)
+        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
         dy_base = dy_off + b * dy_st[0]
         for iy in range(iy0, iy1):
             dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
@@ -724,8 +622,8 @@ def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wt, tile, wv
                         _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                            k * channel_stride, weight, lo, hi, nt, scratch)
                 else:
-                    _fill_plane_tiled(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi, nt,
-                                      wt, tile, scratch)
+                    _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi,
+                                        nt, wv, scratch)
             if not direct_out:
                 _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
 
@@ -993,16 +891,10 @@ def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> b
     return (width == 1 or strides[3] == 1) and (n_pos == 1 or strides[2] == width)
 
 
-def _weights(filt: np.ndarray, acc: type, planar: bool) -> tuple[np.ndarray, np.ndarray, int]:
-    """The filter as ``[tap][k]`` floats, and for channels-last rows each tap's weights tiled to a
-    run of ``tile`` (a multiple of C*M) so an inner loop over (position, k) reads them in step."""
+def _weights(filt: np.ndarray, acc: type) -> np.ndarray:
+    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * C*M``."""
     fh, fw, chans, mult = filt.shape
-    width = chans * mult
-    per_tap = np.ascontiguousarray(filt, dtype=acc).reshape(fh * fw, width)
-    if planar:
-        return np.empty(0, acc), per_tap.ravel(), 1
-    tile = width * math.ceil(_TILE / width)
-    return np.tile(per_tap, (1, tile // width)).ravel(), per_tap.ravel(), tile
+    return np.ascontiguousarray(filt, dtype=acc).reshape(fh * fw * chans * mult)
 
 
 def _rows_per_job(batch: int, rows: int) -> int:
@@ -1068,7 +960,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     planar = _is_planar(x_st[2], x_st[3], in_w, chans)
     direct_in = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
-    wt, wv, tile = _weights(filt, acc, planar)
+    wv = _weights(filt, acc)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         shift_y, shift_x = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
         _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width, mult),
@@ -1078,8 +970,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
-    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wt, tile,
-                 wv, y_buf, y_off, y_st, y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar,
+    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st, y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar,
                  _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, out_h))
     if target is not out:
         np.copyto(out, target)
@@ -1105,7 +996,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     direct_in = native and _direct_rows(dy_st, out_w, width, planar)
     # dx rows can be the accumulator when they have its layout: no residue planes, no m to combine
     direct_out = native and stride_w == 1 and mult == 1 and _direct_rows(dx_st, in_w, chans, planar)
-    wt, wv, tile = _weights(filt, acc, planar)
+    wv = _weights(filt, acc)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
         shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
@@ -1117,7 +1008,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
     _run_dynamic(_backprop_input_kernel, dy_buf, dy_off, dy_st, dy_buf if direct_in else _no_rows(acc), direct_in,
-                 wt, tile, wv, dx_buf, dx_off, dx_st, dx_buf if direct_out else np.empty(0, acc), direct_out, geo,
+                 wv, dx_buf, dx_off, dx_st, dx_buf if direct_out else np.empty(0, acc), direct_out, geo,
                  planar, _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, in_h))
     if target is not out:
         np.copyto(out, target)

@@ -1,0 +1,111 @@
+"""Explicit SIMD vectors for numba kernels: 64-byte vectors of float32 (16 lanes) or float64 (8).
+
+LLVM's loop vectoriser only vectorises innermost loops and keeps accumulators in memory, so a
+kernel that wants several output vectors to stay in registers across a loop over filter taps
+(register blocking) cannot be written with scalar loops. Here a vector is a numba value whose
+data model is an LLVM vector: kernels load, multiply, add and store whole vectors, and LLVM
+maps them onto whatever the CPU has (one AVX-512 register, two AVX2 registers, four NEON ...).
+
+Arithmetic is exactly IEEE per lane: ``muladd(acc, x, w)`` is a multiply and then an add, two
+roundings, never contracted into an FMA (no fast-math flags), so a lane computes the same bits
+as the scalar expression ``acc + x * w``. Loads and stores assume unit-stride 1-D arrays
+(``flat_view`` buffers) and need no alignment.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, models, register_model
+
+VECTOR_BYTES = 64
+
+
+class FloatVector(types.Type):
+    """``lanes`` values of ``dtype`` (float32 or float64) in one LLVM vector."""
+
+    def __init__(self, dtype: types.Float) -> None:
+        self.dtype = dtype
+        self.lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        super().__init__(name=f"FloatVector({dtype}x{self.lanes})")
+
+
+@register_model(FloatVector)
+class _FloatVectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type: FloatVector) -> None:
+        element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+def _float_array(array) -> bool:
+    return isinstance(array, types.Array) and array.ndim == 1 and array.dtype in (types.float32, types.float64)
+
+
+def _pointer(context, builder, array_type, array_value, index_type, index_value, vector: ir.VectorType):
+    array = context.make_array(array_type)(context, builder, array_value)
+    index = context.cast(builder, index_value, index_type, types.intp)
+    return builder.bitcast(builder.gep(array.data, [index]), vector.as_pointer())
+
+
+@intrinsic
+def lanes(typingctx, array):
+    """The number of lanes of ``array``'s vectors (a constant)."""
+    if not _float_array(array):
+        return None
+    count = FloatVector(array.dtype).lanes
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.intp, count)
+    return types.intp(array), codegen
+
+
+@intrinsic
+def zeros(typingctx, array):
+    """A vector of +0.0 of ``array``'s dtype."""
+    if not _float_array(array):
+        return None
+    vector_type = FloatVector(array.dtype)
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(context.get_value_type(vector_type), None)
+    return vector_type(array), codegen
+
+
+@intrinsic
+def load(typingctx, array, index):
+    """``array[index : index + lanes]`` as a vector."""
+    if not (_float_array(array) and isinstance(index, types.Integer)):
+        return None
+    vector_type = FloatVector(array.dtype)
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(vector_type)
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+        return builder.load(pointer, align=array.dtype.bitwidth // 8)
+    return vector_type(array, index), codegen
+
+
+@intrinsic
+def store(typingctx, array, index, value):
+    """``array[index : index + lanes] = value``."""
+    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
+            and value.dtype == array.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(signature.args[2])
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+        builder.store(args[2], pointer, align=array.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def muladd(typingctx, acc, x, w):
+    """``acc + x * w`` per lane: a multiply, then an add (two roundings, as the scalar code)."""
+    if not (isinstance(acc, FloatVector) and acc == x == w):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fadd(args[0], builder.fmul(args[1], args[2]))
+    return acc(acc, x, w), codegen

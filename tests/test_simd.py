@@ -1,0 +1,42 @@
+"""The explicit SIMD vectors of the fast backend compute exactly what scalar code computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from numba import njit  # noqa: E402
+
+from gradops._fast import simd  # noqa: E402
+
+
+@njit
+def _sum_of_products(x, w, out, start, taps, width):
+    """out[j] = ((+0 + x[start + j] * w[j]) + x[start + width + j] * w[width + j]) + ..., one
+    vector of lanes at a time (``width`` is a multiple of the lane count)."""
+    lanes = simd.lanes(out)
+    for j in range(0, width, lanes):
+        total = simd.zeros(out)
+        for t in range(taps):
+            total = simd.muladd(total, simd.load(x, start + t * width + j), simd.load(w, t * width + j))
+        simd.store(out, j, total)
+
+
+@pytest.mark.parametrize("dtype, lanes", [(np.float32, 16), (np.float64, 8)])
+@pytest.mark.parametrize("start", [0, 1])  # loads need no alignment
+def test_vector_lanes_match_scalar_arithmetic(dtype, lanes, start):
+    rng = np.random.default_rng(0)
+    taps, width = 7, 3 * lanes
+    x = rng.standard_normal(start + taps * width).astype(dtype)
+    w = rng.standard_normal(taps * width).astype(dtype)
+    for t in range(taps):  # the first lanes add only -0 products: +0 + -0 is +0, the scalar sum's start
+        x[start + t * width:start + t * width + lanes] = -0.0
+    out = np.empty(width, dtype)
+    _sum_of_products(x, w, out, start, taps, width)
+    expected = np.zeros(width, dtype)
+    for t in range(taps):  # a rounded product, then a rounded sum: a fused multiply-add would differ
+        expected = expected + x[start + t * width:start + (t + 1) * width] * w[t * width:(t + 1) * width]
+    np.testing.assert_array_equal(out, expected)
+    assert not np.signbit(out[:lanes]).any() and np.all(out[lanes:] != 0)
