@@ -228,7 +228,8 @@ def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], na
           ) -> _Plan:
     """:func:`_build_plan`, remembered for repeated calls with the same arguments."""
     try:
-        key = (op, forward_in, forward_out, names, *[(name, _argument_key(value)) for name, value in parameters.items()])
+        key = (op, forward_in, forward_out, names,
+               *[(name, _argument_key(value)) for name, value in parameters.items()])
         plan = _PLAN_CACHE.get(key)
     except TypeError:
         return _build_plan(op, forward_in, forward_out, names, **parameters)

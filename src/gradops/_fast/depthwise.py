@@ -13,7 +13,8 @@ How the work is laid out:
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
-  contiguous run of (position, k) and a SIMD vector spans consecutive k. ``planar`` rows (chosen when W is the unit-stride axis, e.g. NCHW) are
+  contiguous run of (position, k) and a SIMD vector spans consecutive k. ``planar`` rows (chosen
+  when W is the unit-stride axis, e.g. NCHW) are
   ``[k][position]`` with one scalar weight per (k, tap). Planar with stride 1 and finite weights
   goes further: each tap is one run over a whole block of rows (``_planar_blocks_kernel``).
 * Strides. A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so
@@ -40,16 +41,16 @@ How the work is laid out:
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import ml_dtypes
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic, overload
 
 from . import simd
+from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, element_aligned, flat_view
 
 _FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
@@ -473,9 +474,9 @@ def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, pla
 
 # --- forward ---------------------------------------------------------------------------------
 
-@njit(parallel=True, cache=True, nogil=True)
-def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st, y_direct, direct_out, geo,
-                    planar, kind, rows_per_job):
+@njit(cache=True, nogil=True)
+def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
+                    y_direct, direct_out, geo, planar, kind, rows_per_job):
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
     width = chans * mult
@@ -484,78 +485,86 @@ def _forward_kernel(x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st, y_d
     ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
     jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
     acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
-    for job in prange(n_batch * jobs_per_image):
-        b = job // jobs_per_image
-        oy0 = (job - b * jobs_per_image) * rows_per_job
-        oy1 = min(out_h, oy0 + rows_per_job)
-        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
-        tags = np.full(ring_rows, -1, np.int64)
-        src = x_direct if direct_in else ring
-        acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
-        so = np.empty(fh * fw, np.int64)
-        tap = np.empty(fh * fw, np.int64)
-        lo = np.empty(fh * fw, np.int64)
-        hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wv.dtype)
-        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
-        x_base = x_off + b * x_st[0]
-        for oy in range(oy0, oy1):
-            nt = 0
-            for ky in range(fh):
-                iy = oy * sh - pt + ky * dh
-                if iy < 0 or iy >= in_h:
-                    continue
-                if direct_in:
-                    row = x_base + iy * x_st[1]
-                else:
-                    slot = iy % ring_rows
-                    row = slot * row_len
-                    if tags[slot] != iy:
-                        tags[slot] = iy
-                        if planar:
-                            _stage_planar(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw, plane_len,
-                                          ring, row, kind)
-                        else:
-                            _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
-                                                 sw, plane_len, ring, row, kind)
-                for kx in range(fw):
-                    ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
-                    if ox_hi <= ox_lo:
+    seen = begin(epoch, role)
+    items = n_batch * jobs_per_image
+    while True:
+        pool_chunk = claim(counters)
+        if pool_chunk >= pool_chunks:
+            end(epoch, role, seen)
+            return
+        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+            b = job // jobs_per_image
+            oy0 = (job - b * jobs_per_image) * rows_per_job
+            oy1 = min(out_h, oy0 + rows_per_job)
+            ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+            tags = np.full(ring_rows, -1, np.int64)
+            src = x_direct if direct_in else ring
+            acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
+            so = np.empty(fh * fw, np.int64)
+            tap = np.empty(fh * fw, np.int64)
+            lo = np.empty(fh * fw, np.int64)
+            hi = np.empty(fh * fw, np.int64)
+            weight = np.empty(fh * fw, wv.dtype)
+            scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+            x_base = x_off + b * x_st[0]
+            for oy in range(oy0, oy1):
+                nt = 0
+                for ky in range(fh):
+                    iy = oy * sh - pt + ky * dh
+                    if iy < 0 or iy >= in_h:
                         continue
-                    lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
-                    if planar:  # x index of (c, ox): so + c*channel_stride + ox
-                        so[nt] = row + (r * plane_len + q_shift if not direct_in else q_shift * x_st[2])
-                    else:  # x index of (ox, k): so + ox*width + k
-                        so[nt] = row + (r * plane_len + q_shift) * width
-                    nt += 1
-            y_row = y_off + b * y_st[0] + oy * y_st[1]
-            acc_row = y_row if direct_out else 0
-            if planar:
-                channel_stride = x_st[3] if direct_in else sw * plane_len
-                for k in range(width):
-                    for t in range(nt):
-                        weight[t] = wv[tap[t] * width + k]
-                    _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
-                                       weight, lo, hi, nt, scratch)
-            else:
-                _fill_plane_blocked(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wv, scratch)
-            if direct_out:
-                continue
-            if planar:
-                for k in range(width):
-                    _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
-            elif y_st[3] == 1 and y_st[2] == width:
-                _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
-            else:
-                for ox in range(out_w):
-                    _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
+                    if direct_in:
+                        row = x_base + iy * x_st[1]
+                    else:
+                        slot = iy % ring_rows
+                        row = slot * row_len
+                        if tags[slot] != iy:
+                            tags[slot] = iy
+                            if planar:
+                                _stage_planar(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw, plane_len,
+                                              ring, row, kind)
+                            else:
+                                _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
+                                                     sw, plane_len, ring, row, kind)
+                    for kx in range(fw):
+                        ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                        if ox_hi <= ox_lo:
+                            continue
+                        lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
+                        if planar:  # x index of (c, ox): so + c*channel_stride + ox
+                            so[nt] = row + (r * plane_len + q_shift if not direct_in else q_shift * x_st[2])
+                        else:  # x index of (ox, k): so + ox*width + k
+                            so[nt] = row + (r * plane_len + q_shift) * width
+                        nt += 1
+                y_row = y_off + b * y_st[0] + oy * y_st[1]
+                acc_row = y_row if direct_out else 0
+                if planar:
+                    channel_stride = x_st[3] if direct_in else sw * plane_len
+                    for k in range(width):
+                        for t in range(nt):
+                            weight[t] = wv[tap[t] * width + k]
+                        _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
+                                           weight, lo, hi, nt, scratch)
+                else:
+                    _fill_plane_blocked(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wv, scratch)
+                if direct_out:
+                    continue
+                if planar:
+                    for k in range(width):
+                        _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
+                elif y_st[3] == 1 and y_st[2] == width:
+                    _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
+                else:
+                    for ox in range(out_w):
+                        _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
+        finish(counters)
 
 
 # --- backprop input --------------------------------------------------------------------------
 
-@njit(parallel=True, cache=True, nogil=True)
-def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off, dx_st, dx_direct,
-                           direct_out, geo, planar, kind, rows_per_job):
+@njit(cache=True, nogil=True)
+def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
+                           dx_st, dx_direct, direct_out, geo, planar, kind, rows_per_job):
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
     width = chans * mult
@@ -564,68 +573,76 @@ def _backprop_input_kernel(dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_o
     ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
-    for job in prange(n_batch * jobs_per_image):
-        b = job // jobs_per_image
-        iy0 = (job - b * jobs_per_image) * rows_per_job
-        iy1 = min(in_h, iy0 + rows_per_job)
-        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
-        tags = np.full(ring_rows, -1, np.int64)
-        src = dy_direct if direct_in else ring
-        acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
-        combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wv.dtype)
-        so = np.empty(fh * fw, np.int64)
-        tap = np.empty(fh * fw, np.int64)
-        lo = np.empty(fh * fw, np.int64)
-        hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wv.dtype)
-        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
-        dy_base = dy_off + b * dy_st[0]
-        for iy in range(iy0, iy1):
-            dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
-            acc_row = dx_row if direct_out else 0
-            for r in range(min(sw, in_w)):
-                n_pos = (in_w - r + sw - 1) // sw
-                nt = 0
-                for ky in range(fh):
-                    t = iy + pt - ky * dh
-                    if t < 0:
-                        break
-                    oy = t // sh
-                    if oy * sh != t or oy >= out_h:
-                        continue
-                    if direct_in:
-                        row = dy_base + oy * dy_st[1]
-                    else:
-                        slot = oy % ring_rows
-                        row = slot * row_len
-                        if tags[slot] != oy:
-                            tags[slot] = oy
-                            if planar:
-                                _stage_planar(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1, out_w,
-                                              ring, row, kind)
-                            else:
-                                _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
-                                                     1, 1, out_w, ring, row, kind)
-                    for kx in range(fw):
-                        ox_lo, ox_hi, kx_plane, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
-                        if kx_plane != r or ox_hi <= ox_lo:
+    seen = begin(epoch, role)
+    items = n_batch * jobs_per_image
+    while True:
+        pool_chunk = claim(counters)
+        if pool_chunk >= pool_chunks:
+            end(epoch, role, seen)
+            return
+        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+            b = job // jobs_per_image
+            iy0 = (job - b * jobs_per_image) * rows_per_job
+            iy1 = min(in_h, iy0 + rows_per_job)
+            ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+            tags = np.full(ring_rows, -1, np.int64)
+            src = dy_direct if direct_in else ring
+            acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
+            combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wv.dtype)
+            so = np.empty(fh * fw, np.int64)
+            tap = np.empty(fh * fw, np.int64)
+            lo = np.empty(fh * fw, np.int64)
+            hi = np.empty(fh * fw, np.int64)
+            weight = np.empty(fh * fw, wv.dtype)
+            scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+            dy_base = dy_off + b * dy_st[0]
+            for iy in range(iy0, iy1):
+                dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
+                acc_row = dx_row if direct_out else 0
+                for r in range(min(sw, in_w)):
+                    n_pos = (in_w - r + sw - 1) // sw
+                    nt = 0
+                    for ky in range(fh):
+                        t = iy + pt - ky * dh
+                        if t < 0:
+                            break
+                        oy = t // sh
+                        if oy * sh != t or oy >= out_h:
                             continue
-                        # dx column q = ox + q_shift of plane r reads dy column ox
-                        lo[nt], hi[nt], tap[nt] = ox_lo + q_shift, ox_hi + q_shift, ky * fw + kx
-                        so[nt] = row - q_shift * (1 if planar else width)
-                        nt += 1
-                if planar:
-                    channel_stride = dy_st[3] if direct_in else out_w
-                    for k in range(width):
-                        for t in range(nt):
-                            weight[t] = wv[tap[t] * width + k]
-                        _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
-                                           k * channel_stride, weight, lo, hi, nt, scratch)
-                else:
-                    _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi,
-                                        nt, wv, scratch)
-            if not direct_out:
-                _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
+                        if direct_in:
+                            row = dy_base + oy * dy_st[1]
+                        else:
+                            slot = oy % ring_rows
+                            row = slot * row_len
+                            if tags[slot] != oy:
+                                tags[slot] = oy
+                                if planar:
+                                    _stage_planar(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
+                                                  out_w, ring, row, kind)
+                                else:
+                                    _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
+                                                         1, 1, out_w, ring, row, kind)
+                        for kx in range(fw):
+                            ox_lo, ox_hi, kx_plane, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                            if kx_plane != r or ox_hi <= ox_lo:
+                                continue
+                            # dx column q = ox + q_shift of plane r reads dy column ox
+                            lo[nt], hi[nt], tap[nt] = ox_lo + q_shift, ox_hi + q_shift, ky * fw + kx
+                            so[nt] = row - q_shift * (1 if planar else width)
+                            nt += 1
+                    if planar:
+                        channel_stride = dy_st[3] if direct_in else out_w
+                        for k in range(width):
+                            for t in range(nt):
+                                weight[t] = wv[tap[t] * width + k]
+                            _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
+                                               k * channel_stride, weight, lo, hi, nt, scratch)
+                    else:
+                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi,
+                                            nt, wv, scratch)
+                if not direct_out:
+                    _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
+        finish(counters)
 
 
 @njit
@@ -672,8 +689,9 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
 
 # --- planar, stride 1: whole row blocks per tap ------------------------------------------------
 
-@njit(parallel=True, cache=True, nogil=True)
-def _planar_blocks_kernel(src, src_off, src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, kind):
+@njit(cache=True, nogil=True)
+def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_st, wv, out, out_off, out_st, geo,
+                          shift_y, shift_x, adjoint, kind):
     """Stride-1 planes (forward, and backprop input when ``adjoint``): out[y, x] of plane p is the sum
     over taps t, in order, of w * src[y + shift_y[t], x + shift_x[t]] of a source plane. A job stages
     a block of source rows with zero margins at a common pitch, so each tap is one run over the
@@ -689,57 +707,65 @@ def _planar_blocks_kernel(src, src_off, src_st, wv, out, out_off, out_st, geo, s
     stage_rows = block_rows + y_hi - y_lo
     parts = mult if adjoint else 1
     blocks = (out_h + block_rows - 1) // block_rows
-    for job in prange(n_batch * planes * blocks):
-        b = job // (planes * blocks)
-        plane = (job // blocks) % planes
-        y0 = (job % blocks) * block_rows
-        rows = min(block_rows, out_h - y0)
-        n = rows * pitch
-        stage = np.empty(stage_rows * pitch + pitch, wv.dtype)  # + one pitch of slack read by last taps
-        acc = np.empty(parts * block_rows * pitch, wv.dtype)
-        offsets = np.empty(taps, np.int64)
-        weight = np.empty(taps, wv.dtype)
-        for t in range(taps):
-            offsets[t] = (shift_y[t] - y_lo) * pitch + shift_x[t] - x_lo
-        for part in range(parts):
-            k = plane * mult + part if adjoint else plane  # weight column
-            source = k if adjoint else plane // mult
-            base = src_off + b * src_st[0] + source * src_st[3]
-            stage[:] = 0
-            for r in range(rows + y_hi - y_lo):
-                sy = y0 + y_lo + r
-                if 0 <= sy < src_h:
-                    col0 = max(0, x_lo)  # source columns [x_lo, x_lo + pitch) land at stage columns 0..
-                    col1 = min(src_w, x_lo + pitch)
-                    if col1 > col0:
-                        _load_run(src, base + sy * src_st[1] + col0 * src_st[2], src_st[2], col1 - col0, stage,
-                                  r * pitch + col0 - x_lo, kind)
+    seen = begin(epoch, role)
+    items = n_batch * planes * blocks
+    while True:
+        pool_chunk = claim(counters)
+        if pool_chunk >= pool_chunks:
+            end(epoch, role, seen)
+            return
+        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+            b = job // (planes * blocks)
+            plane = (job // blocks) % planes
+            y0 = (job % blocks) * block_rows
+            rows = min(block_rows, out_h - y0)
+            n = rows * pitch
+            stage = np.empty(stage_rows * pitch + pitch, wv.dtype)  # + one pitch of slack read by last taps
+            acc = np.empty(parts * block_rows * pitch, wv.dtype)
+            offsets = np.empty(taps, np.int64)
+            weight = np.empty(taps, wv.dtype)
             for t in range(taps):
-                weight[t] = wv[t * width + k]
-            a0 = part * block_rows * pitch
-            t = 0
-            while taps - t >= 4:
-                _scaled4(acc, a0, n, stage, offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3], weight[t],
-                         weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
-                t += 4
-            while t < taps:
-                _scaled1(acc, a0, n, stage, offsets[t], weight[t], t == 0)
-                t += 1
-        for part in range(1, parts):
-            total = acc[:n]
-            term = acc[part * block_rows * pitch:part * block_rows * pitch + n]
-            for j in range(n):
-                total[j] += term[j]
-        for r in range(rows):
-            _store_run(acc, r * pitch, out_w, out, out_off + b * out_st[0] + (y0 + r) * out_st[1] + plane * out_st[3],
-                       out_st[2], kind)
+                offsets[t] = (shift_y[t] - y_lo) * pitch + shift_x[t] - x_lo
+            for part in range(parts):
+                k = plane * mult + part if adjoint else plane  # weight column
+                source = k if adjoint else plane // mult
+                base = src_off + b * src_st[0] + source * src_st[3]
+                stage[:] = 0
+                for r in range(rows + y_hi - y_lo):
+                    sy = y0 + y_lo + r
+                    if 0 <= sy < src_h:
+                        col0 = max(0, x_lo)  # source columns [x_lo, x_lo + pitch) land at stage columns 0..
+                        col1 = min(src_w, x_lo + pitch)
+                        if col1 > col0:
+                            _load_run(src, base + sy * src_st[1] + col0 * src_st[2], src_st[2], col1 - col0, stage,
+                                      r * pitch + col0 - x_lo, kind)
+                for t in range(taps):
+                    weight[t] = wv[t * width + k]
+                a0 = part * block_rows * pitch
+                t = 0
+                while taps - t >= 4:
+                    _scaled4(acc, a0, n, stage, offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3], weight[t],
+                             weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
+                    t += 4
+                while t < taps:
+                    _scaled1(acc, a0, n, stage, offsets[t], weight[t], t == 0)
+                    t += 1
+            for part in range(1, parts):
+                total = acc[:n]
+                term = acc[part * block_rows * pitch:part * block_rows * pitch + n]
+                for j in range(n):
+                    total[j] += term[j]
+            for r in range(rows):
+                start = out_off + b * out_st[0] + (y0 + r) * out_st[1] + plane * out_st[3]
+                _store_run(acc, r * pitch, out_w, out, start, out_st[2], kind)
+        finish(counters)
 
 
 # --- backprop filter -------------------------------------------------------------------------
 
-@njit(parallel=True, cache=True, nogil=True)
-def _backprop_filter_kernel(x, x_off, x_st, x_direct, direct_x, dy, dy_off, dy_st, dy_direct, direct_dy, partial,
-                            geo, planar, kind):
+@njit(cache=True, nogil=True)
+def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off, dy_st,
+                            dy_direct, direct_dy, partial, geo, planar, kind):
     """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
@@ -749,74 +775,82 @@ def _backprop_filter_kernel(x, x_off, x_st, x_direct, direct_x, dy, dy_off, dy_s
     ring_rows = (fh - 1) * dh + 1
     chunks = partial.shape[0]
     rows = n_batch * out_h
-    for chunk in prange(chunks):
-        lanes = np.zeros(fh * fw * _LANES * width, partial.dtype)  # [tap][lane][k] or [tap][k][lane]
-        ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
-        tags = np.full(ring_rows, -1, np.int64)
-        xs = x_direct if direct_x else ring
-        dy_row = np.empty(0 if direct_dy else out_w * width, partial.dtype)
-        ds = dy_direct if direct_dy else dy_row
-        for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
-            b = row // out_h
-            oy = row - b * out_h
-            if direct_dy:
-                d0 = dy_off + b * dy_st[0] + oy * dy_st[1]
-                d_ch = dy_st[3]
-            else:
-                d0, d_ch = 0, out_w
-                if planar:
-                    _stage_planar(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
-                                  out_w, dy_row, 0, kind)
+    seen = begin(epoch, role)
+    items = chunks
+    while True:
+        pool_chunk = claim(counters)
+        if pool_chunk >= pool_chunks:
+            end(epoch, role, seen)
+            return
+        for chunk in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+            lanes = np.zeros(fh * fw * _LANES * width, partial.dtype)  # [tap][lane][k] or [tap][k][lane]
+            ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
+            tags = np.full(ring_rows, -1, np.int64)
+            xs = x_direct if direct_x else ring
+            dy_row = np.empty(0 if direct_dy else out_w * width, partial.dtype)
+            ds = dy_direct if direct_dy else dy_row
+            for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
+                b = row // out_h
+                oy = row - b * out_h
+                if direct_dy:
+                    d0 = dy_off + b * dy_st[0] + oy * dy_st[1]
+                    d_ch = dy_st[3]
                 else:
-                    _stage_channels_last(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w,
-                                         width, 1, 1, out_w, dy_row, 0, kind)
-            for ky in range(fh):
-                iy = oy * sh - pt + ky * dh
-                if iy < 0 or iy >= in_h:
-                    continue
-                if direct_x:
-                    x_row = x_off + b * x_st[0] + iy * x_st[1]
-                    x_ch = x_st[3]
-                else:
-                    slot = iy % ring_rows
-                    x_row = slot * x_row_len
-                    x_ch = sw * plane_len
-                    if tags[slot] != b * in_h + iy:
-                        tags[slot] = b * in_h + iy
-                        if planar:
-                            _stage_planar(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw,
-                                          plane_len, ring, x_row, kind)
-                        else:
-                            _stage_channels_last(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w,
-                                                 chans, mult, sw, plane_len, ring, x_row, kind)
-                for kx in range(fw):
-                    ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
-                    if ox_hi <= ox_lo:
-                        continue
-                    t = ky * fw + kx
+                    d0, d_ch = 0, out_w
                     if planar:
-                        x_col = x_row + (r * plane_len + q_shift if not direct_x else q_shift * x_st[2])
-                        for k in range(width):
-                            _lane_dot(lanes, (t * width + k) * _LANES, ds, d0 + k * d_ch,
-                                      xs, x_col + (k // mult) * x_ch, ox_lo, ox_hi)
+                        _stage_planar(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
+                                      out_w, dy_row, 0, kind)
                     else:
-                        x_col = x_row + (r * plane_len + q_shift) * width
-                        for ox in range(ox_lo, ox_hi):
-                            lane = lanes[(t * _LANES + ox % _LANES) * width:(t * _LANES + ox % _LANES + 1) * width]
-                            dd = ds[d0 + ox * width:d0 + (ox + 1) * width]
-                            xx = xs[x_col + ox * width:x_col + (ox + 1) * width]
+                        _stage_channels_last(dy, dy_off + b * dy_st[0] + oy * dy_st[1], dy_st[2], dy_st[3], out_w,
+                                             width, 1, 1, out_w, dy_row, 0, kind)
+                for ky in range(fh):
+                    iy = oy * sh - pt + ky * dh
+                    if iy < 0 or iy >= in_h:
+                        continue
+                    if direct_x:
+                        x_row = x_off + b * x_st[0] + iy * x_st[1]
+                        x_ch = x_st[3]
+                    else:
+                        slot = iy % ring_rows
+                        x_row = slot * x_row_len
+                        x_ch = sw * plane_len
+                        if tags[slot] != b * in_h + iy:
+                            tags[slot] = b * in_h + iy
+                            if planar:
+                                _stage_planar(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw,
+                                              plane_len, ring, x_row, kind)
+                            else:
+                                _stage_channels_last(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w,
+                                                     chans, mult, sw, plane_len, ring, x_row, kind)
+                    for kx in range(fw):
+                        ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                        if ox_hi <= ox_lo:
+                            continue
+                        t = ky * fw + kx
+                        if planar:
+                            x_col = x_row + (r * plane_len + q_shift if not direct_x else q_shift * x_st[2])
                             for k in range(width):
-                                lane[k] += dd[k] * xx[k]
-        for t in range(fh * fw):
-            for k in range(width):
-                if planar:
-                    first, step = (t * width + k) * _LANES, 1
-                else:
-                    first, step = t * _LANES * width + k, width
-                total = lanes[first]
-                for lane in range(1, _LANES):
-                    total += lanes[first + lane * step]
-                partial[chunk, t, k] = total
+                                _lane_dot(lanes, (t * width + k) * _LANES, ds, d0 + k * d_ch,
+                                          xs, x_col + (k // mult) * x_ch, ox_lo, ox_hi)
+                        else:
+                            x_col = x_row + (r * plane_len + q_shift) * width
+                            for ox in range(ox_lo, ox_hi):
+                                lane = lanes[(t * _LANES + ox % _LANES) * width:(t * _LANES + ox % _LANES + 1) * width]
+                                dd = ds[d0 + ox * width:d0 + (ox + 1) * width]
+                                xx = xs[x_col + ox * width:x_col + (ox + 1) * width]
+                                for k in range(width):
+                                    lane[k] += dd[k] * xx[k]
+            for t in range(fh * fw):
+                for k in range(width):
+                    if planar:
+                        first, step = (t * width + k) * _LANES, 1
+                    else:
+                        first, step = t * _LANES * width + k, width
+                    total = lanes[first]
+                    for lane in range(1, _LANES):
+                        total += lanes[first + lane * step]
+                    partial[chunk, t, k] = total
+        finish(counters)
 
 
 @njit
@@ -838,11 +872,11 @@ def _lane_dot(lanes, base, d, d0, xs, x0, lo, hi):
         ox += 1
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _combine_chunks(partial, out, out_off, out_st, fw, mult, kind):
     """out[ky, kx, c, m] = the chunk partials of (tap, c*M + m) added in chunk order, rounded once."""
     taps, width = partial.shape[1], partial.shape[2]
-    for t in prange(taps):
+    for t in range(taps):
         for k in range(width):
             total = partial[0, t, k]
             for chunk in range(1, partial.shape[0]):
@@ -907,16 +941,6 @@ def _geometry(*sizes: int) -> np.ndarray:
     return np.array(sizes, dtype=np.int64)
 
 
-def _run_dynamic(kernel: Callable[..., None], *args: object) -> None:
-    """Run a prange kernel handing out iterations one at a time: on a shared machine a static
-    split waits for the slowest thread. Results do not depend on the schedule."""
-    previous = numba.set_parallel_chunksize(1)
-    try:
-        kernel(*args)
-    finally:
-        numba.set_parallel_chunksize(previous)
-
-
 def _tap_shifts(fh: int, fw: int, step_y: int, step_x: int, start_y: int, start_x: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Per tap (ky, kx) in order: the source offset ``start + k*step`` of each axis."""
@@ -932,8 +956,8 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
     pitch = out_w + int(shift_x.max() - shift_x.min())
     block_rows = max(1, min(out_h, 8192 // pitch))
     geo = np.array([batch, out_h, out_w, src_h, src_w, planes, mult, block_rows], dtype=np.int64)
-    _run_dynamic(_planar_blocks_kernel, src, src_off, src_st, wv, out, out_off, out_st, geo, shift_y, shift_x,
-                 adjoint, _HALF_KINDS.get(dtype, _FLOAT))
+    share(_planar_blocks_kernel, batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src, src_off,
+          src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
 def _aligned_out(out: np.ndarray) -> np.ndarray:
@@ -970,8 +994,11 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
-    _run_dynamic(_forward_kernel, x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st, y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar,
-                 _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, out_h))
+    rows_per_job = _rows_per_job(batch, out_h)
+    share(_forward_kernel, batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes, x_buf, x_off, x_st,
+          x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
+          y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
+          rows_per_job)
     if target is not out:
         np.copyto(out, target)
 
@@ -1007,9 +1034,11 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
-    _run_dynamic(_backprop_input_kernel, dy_buf, dy_off, dy_st, dy_buf if direct_in else _no_rows(acc), direct_in,
-                 wv, dx_buf, dx_off, dx_st, dx_buf if direct_out else np.empty(0, acc), direct_out, geo,
-                 planar, _HALF_KINDS.get(out.dtype, _FLOAT), _rows_per_job(batch, in_h))
+    rows_per_job = _rows_per_job(batch, in_h)
+    share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
+          dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
+          dx_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
+          rows_per_job)
     if target is not out:
         np.copyto(out, target)
 
@@ -1038,9 +1067,9 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
     kind = _HALF_KINDS.get(out.dtype, _FLOAT)
-    _run_dynamic(_backprop_filter_kernel, x_buf, x_off, x_st, x_buf if direct_x else _no_rows(acc), direct_x,
-                 dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc), direct_dy, partial, geo, planar,
-                 kind)
+    share(_backprop_filter_kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
+          x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
+          direct_dy, partial, geo, planar, kind)
     out_buf, out_off, out_st = _kernel_view(target, False)
     _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)
     if target is not out:

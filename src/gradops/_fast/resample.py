@@ -924,5 +924,5 @@ def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
     dst_shape = np.array([out.shape[d] for d in order], dtype=np.int64)
     indices = [np.ascontiguousarray(taps[d][0][:, 0], dtype=np.int64) for d in order]
     inner_identity = _is_identity(*taps[order[-1]], x.shape[order[-1]])
-    share(_select, int(np.prod(dst_shape[:3])), x.nbytes + out.nbytes, src_buf, src_offset, src_strides, dst_buf, dst_offset, dst_strides,
-           dst_shape, *indices, inner_identity)
+    share(_select, int(np.prod(dst_shape[:3])), x.nbytes + out.nbytes, src_buf, src_offset, src_strides, dst_buf,
+          dst_offset, dst_strides, dst_shape, *indices, inner_identity)
