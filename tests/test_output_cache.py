@@ -17,14 +17,18 @@ def _big_pair(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_released_output_buffers_are_reused():
+    """Steady state: released outputs come back. A helper thread that computed part of a call
+    keeps its arguments while it waits for the next task (``pool.py``), so at most two buffers
+    take turns."""
     x, dy = _big_pair(0)
-    first = gradops.relu_grad(x, dy)
-    address = first.ctypes.data
-    del first
-    gc.collect()
-    second = gradops.relu_grad(x, dy)
-    assert second.ctypes.data == address
-    np.testing.assert_array_equal(second, np.where(x > 0, dy, 0))
+    addresses = set()
+    for _ in range(6):
+        result = gradops.relu_grad(x, dy)
+        addresses.add(result.ctypes.data)
+        del result
+        gc.collect()
+    assert len(addresses) <= 2
+    np.testing.assert_array_equal(gradops.relu_grad(x, dy), np.where(x > 0, dy, 0))
 
 
 def test_a_live_view_keeps_its_buffer():

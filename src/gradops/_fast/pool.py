@@ -134,6 +134,7 @@ def _serve(tasks: queue.SimpleQueue) -> None:
     while True:
         kernel, args = tasks.get()  # at once when the kernel's lingering saw the task announced
         kernel(*args)
+        del kernel, args  # the arrays of a finished call must not outlive it
 
 
 def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:

@@ -8,11 +8,14 @@ for a signed integer it is ``0 < b <= max``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
+from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, coalesce, element_aligned, flat_view
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -27,7 +30,8 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
 # non-temporal store skips that read and moves three. Used for outputs well beyond the cache.
 _VECTOR_BYTES = 32
 _STREAMING_THRESHOLD_BYTES = 16 << 20  # the L3 here is 32 MiB, shared by both cores
-_STREAMING_CHUNK_VECTORS = 4096  # vectors per parallel task; an sfence ends each task
+_STREAMING_CHUNK_VECTORS = 4096  # vectors per job; an sfence ends each chunk of jobs
+_DENSE_JOB = 1 << 14  # elements per job of the plain select
 
 
 @intrinsic
@@ -75,51 +79,77 @@ def _store_fence(typingctx):
     return sig, codegen
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _select_dense_streaming(x, value, out, limit):
-    n = out.size
-    item = out.itemsize
-    lanes = _VECTOR_BYTES // item
-    head = min(n, (_VECTOR_BYTES - out.ctypes.data % _VECTOR_BYTES) % _VECTOR_BYTES // item)
-    vectors = (n - head) // lanes
-    for i in range(head):
+@njit(inline="always")
+def _select_run(x, value, out, start, stop, limit):
+    for i in range(start, stop):
         b = x[i]
         out[i] = value[i] if (b != 0) & (b <= limit) else 0
-    for task in prange((vectors + _STREAMING_CHUNK_VECTORS - 1) // _STREAMING_CHUNK_VECTORS):
-        first = task * _STREAMING_CHUNK_VECTORS
-        for v in range(first, min(first + _STREAMING_CHUNK_VECTORS, vectors)):
+
+
+@njit(cache=True, nogil=True)
+def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit):
+    """Whole vectors written with non-temporal stores, ``_STREAMING_CHUNK_VECTORS`` per job; the
+    unaligned head and the tail go with the first and last job. An ``sfence`` ends each chunk."""
+    seen = begin(epoch, role)
+    n = out.size
+    lanes = _VECTOR_BYTES // out.itemsize
+    head = min(n, (_VECTOR_BYTES - out.ctypes.data % _VECTOR_BYTES) % _VECTOR_BYTES // out.itemsize)
+    vectors = (n - head) // lanes
+    jobs = (vectors + _STREAMING_CHUNK_VECTORS - 1) // _STREAMING_CHUNK_VECTORS
+    while True:
+        chunk = claim(counters)
+        if chunk >= chunks:
+            end(epoch, role, seen)
+            return
+        first_job, last_job = chunk * jobs // chunks, (chunk + 1) * jobs // chunks
+        if chunk == 0:
+            _select_run(x, value, out, 0, head, limit)
+        for v in range(first_job * _STREAMING_CHUNK_VECTORS, min(last_job * _STREAMING_CHUNK_VECTORS, vectors)):
             _select_vector_nontemporal(x, value, out, head + v * lanes, limit)
         _store_fence()
-    for i in range(head + vectors * lanes, n):
-        b = x[i]
-        out[i] = value[i] if (b != 0) & (b <= limit) else 0
+        if chunk == chunks - 1:
+            _select_run(x, value, out, head + vectors * lanes, n, limit)
+        finish(counters)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _select_dense(x, value, out, limit):
-    for i in prange(out.size):
-        b = x[i]
-        out[i] = value[i] if (b != 0) & (b <= limit) else 0
+@njit(cache=True, nogil=True)
+def _select_dense(counters, epoch, role, chunks, x, value, out, limit):
+    seen = begin(epoch, role)
+    n = out.size
+    while True:
+        chunk = claim(counters)
+        if chunk >= chunks:
+            end(epoch, role, seen)
+            return
+        _select_run(x, value, out, chunk * n // chunks, (chunk + 1) * n // chunks, limit)
+        finish(counters)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _select_strided(shape, x, x_off, x_st, v, v_off, v_st, out, o_off, o_st, limit):
+@njit(cache=True, nogil=True)
+def _select_strided(counters, epoch, role, chunks, shape, x, x_off, x_st, v, v_off, v_st, out, o_off, o_st, limit):
+    seen = begin(epoch, role)
     ndim = shape.size
     inner = shape[ndim - 1]
     rows = 1
     for d in range(ndim - 1):
         rows *= shape[d]
-    for r in prange(rows):
-        xi, vi, oi, rem = x_off, v_off, o_off, np.int64(r)
-        for d in range(ndim - 2, -1, -1):
-            i = rem % shape[d]
-            rem //= shape[d]
-            xi += i * x_st[d]
-            vi += i * v_st[d]
-            oi += i * o_st[d]
-        for j in range(inner):
-            b = x[xi + j * x_st[ndim - 1]]
-            out[oi + j * o_st[ndim - 1]] = v[vi + j * v_st[ndim - 1]] if (b != 0) & (b <= limit) else 0
+    while True:
+        chunk = claim(counters)
+        if chunk >= chunks:
+            end(epoch, role, seen)
+            return
+        for r in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
+            xi, vi, oi, rem = x_off, v_off, o_off, np.int64(r)
+            for d in range(ndim - 2, -1, -1):
+                i = rem % shape[d]
+                rem //= shape[d]
+                xi += i * x_st[d]
+                vi += i * v_st[d]
+                oi += i * o_st[d]
+            for j in range(inner):
+                b = x[xi + j * x_st[ndim - 1]]
+                out[oi + j * o_st[ndim - 1]] = v[vi + j * v_st[ndim - 1]] if (b != 0) & (b <= limit) else 0
+        finish(counters)
 
 
 def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
@@ -139,10 +169,14 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
     if len(shape) == 1 and o_st == x_st == v_st == (elem,):
         # One dense run in the same memory order for all three: the buffers line up element
         # for element from their lowest addresses.
-        streaming = out.nbytes >= _STREAMING_THRESHOLD_BYTES and out.ctypes.data % elem == 0
-        (_select_dense_streaming if streaming else _select_dense)(x_buf, v_buf, o_buf, limit)
+        moved = 3 * out.nbytes
+        if out.nbytes >= _STREAMING_THRESHOLD_BYTES and out.ctypes.data % elem == 0:
+            vectors = out.nbytes // _VECTOR_BYTES
+            share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x_buf, v_buf, o_buf, limit)
+        else:
+            share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x_buf, v_buf, o_buf, limit)
         return
-    _select_strided(np.array(shape, dtype=np.int64),
-                    x_buf, x_off, np.array(x_st, dtype=np.int64) // elem,
-                    v_buf, v_off, np.array(v_st, dtype=np.int64) // elem,
-                    o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
+    share(_select_strided, math.prod(shape[:-1]), 3 * out.nbytes, np.array(shape, dtype=np.int64),
+          x_buf, x_off, np.array(x_st, dtype=np.int64) // elem,
+          v_buf, v_off, np.array(v_st, dtype=np.int64) // elem,
+          o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
