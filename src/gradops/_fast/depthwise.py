@@ -294,7 +294,7 @@ def _segments(lo, hi, nt, n_pos, bounds):
 
 
 @njit(inline="always")
-def _taps_4x2(acc, a, width, src, s, wt, taps, j, count, lanes):
+def _taps_4x2(acc, a, step, width, src, s, wt, taps, j, count, lanes):
     """Positions 0-3 x vectors j, j + lanes of ``_taps_blocked``: 8 accumulators in registers."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = c0 = c1 = c2 = c3 = b0
@@ -313,16 +313,16 @@ def _taps_4x2(acc, a, width, src, s, wt, taps, j, count, lanes):
     p = a + j
     simd.store(acc, p, b0)
     simd.store(acc, p + lanes, c0)
-    simd.store(acc, p + width, b1)
-    simd.store(acc, p + width + lanes, c1)
-    simd.store(acc, p + 2 * width, b2)
-    simd.store(acc, p + 2 * width + lanes, c2)
-    simd.store(acc, p + 3 * width, b3)
-    simd.store(acc, p + 3 * width + lanes, c3)
+    simd.store(acc, p + step, b1)
+    simd.store(acc, p + step + lanes, c1)
+    simd.store(acc, p + 2 * step, b2)
+    simd.store(acc, p + 2 * step + lanes, c2)
+    simd.store(acc, p + 3 * step, b3)
+    simd.store(acc, p + 3 * step + lanes, c3)
 
 
 @njit(inline="always")
-def _taps_4x1(acc, a, width, src, s, wt, taps, j, count):
+def _taps_4x1(acc, a, step, width, src, s, wt, taps, j, count):
     """Positions 0-3 x vector j of ``_taps_blocked``."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b0
@@ -335,68 +335,69 @@ def _taps_4x1(acc, a, width, src, s, wt, taps, j, count):
         b3 = simd.muladd(b3, simd.load(src, p + 3 * width), w)
     p = a + j
     simd.store(acc, p, b0)
-    simd.store(acc, p + width, b1)
-    simd.store(acc, p + 2 * width, b2)
-    simd.store(acc, p + 3 * width, b3)
+    simd.store(acc, p + step, b1)
+    simd.store(acc, p + 2 * step, b2)
+    simd.store(acc, p + 3 * step, b3)
 
 
 @njit(inline="always")
-def _taps_blocked(acc, a0, width, n_pos, src, so, wt, taps, count, shifted):
-    """``acc[a0 + q*width + j] = +0 + sum over t < count, in order, of src[so[t] + q*width + j] *
-    wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions). Blocks of 4 positions
-    x 2 vectors keep 8 accumulators in registers over all taps: each weight vector is loaded once
-    per block, and no partial sum goes through memory. Every lane and the scalar tail compute
-    the same products and additions in the same order."""
+def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted):
+    """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*width + j] *
+    wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
+    spaces the accumulator's positions, e.g. every ``sw``-th position of a dx row). Blocks of 4
+    positions x 2 vectors keep 8 accumulators in registers over all taps: each weight vector is
+    loaded once per block, and no partial sum goes through memory. Every lane and the scalar tail
+    compute the same products and additions in the same order."""
     lanes = simd.lanes(acc)
     q = 0
     while q < n_pos:
         block = 4 if n_pos - q >= 4 else 1
-        o = q * width
+        a = a0 + q * step
         for t in range(count):
-            shifted[t] = so[t] + o
+            shifted[t] = so[t] + q * width
         j = 0
         if block == 4:
             while j + 2 * lanes <= width:
-                _taps_4x2(acc, a0 + o, width, src, shifted, wt, taps, j, count, lanes)
+                _taps_4x2(acc, a, step, width, src, shifted, wt, taps, j, count, lanes)
                 j += 2 * lanes
             while j + lanes <= width:
-                _taps_4x1(acc, a0 + o, width, src, shifted, wt, taps, j, count)
+                _taps_4x1(acc, a, step, width, src, shifted, wt, taps, j, count)
                 j += lanes
         else:
             while j + lanes <= width:
                 b = simd.zeros(acc)
                 for t in range(count):
                     b = simd.muladd(b, simd.load(src, shifted[t] + j), simd.load(wt, taps[t] + j))
-                simd.store(acc, a0 + o + j, b)
+                simd.store(acc, a + j, b)
                 j += lanes
         for p in range(block):
             for k in range(j, width):
                 total = _ZERO
                 for t in range(count):
                     total = total + src[shifted[t] + p * width + k] * wt[taps[t] + k]
-                acc[a0 + o + p * width + k] = total
+                acc[a + p * step + k] = total
         q += block
 
 
 @njit(inline="always")
-def _fill_plane_blocked(acc, base, width, n_pos, src, so, tap, lo, hi, nt, wt, scratch):
+def _fill_plane_blocked(acc, base, step, width, n_pos, src, so, tap, lo, hi, nt, wt, scratch):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
-    ``acc[base + q*width + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
+    ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*width + j] * wt[tap[t]*width + j]`` (0 where no tap reaches), one segment of
     columns reached by the same taps at a time."""
     bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
-        a0, n = base + q0 * width, (q1 - q0) * width
         count = 0
         for t in range(nt):
             if lo[t] <= q0 and q1 <= hi[t]:
                 sub_so[count], sub_tap[count] = so[t] + q0 * width, tap[t] * width
                 count += 1
         if count == 0:
-            acc[a0:a0 + n] = 0
+            for q in range(q0, q1):
+                acc[base + q * step:base + q * step + width] = 0
         else:
-            _taps_blocked(acc, a0, width, q1 - q0, src, sub_so, wt, sub_tap, count, shifted)
+            _taps_blocked(acc, base + q0 * step, step, width, q1 - q0, src, sub_so, wt, sub_tap, count, shifted)
 
 
 @njit
@@ -546,7 +547,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                         _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
                                            weight, lo, hi, nt, scratch)
                 else:
-                    _fill_plane_blocked(acc, acc_row, width, out_w, src, so, tap, lo, hi, nt, wv, scratch)
+                    _fill_plane_blocked(acc, acc_row, width, width, out_w, src, so, tap, lo, hi, nt, wv, scratch)
                 if direct_out:
                     continue
                 if planar:
@@ -637,9 +638,12 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                 weight[t] = wv[tap[t] * width + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                                k * channel_stride, weight, lo, hi, nt, scratch)
-                    else:
-                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, n_pos, src, so, tap, lo, hi,
+                    elif direct_out:  # positions r, r + sw, ... of the dx row itself
+                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, n_pos, src, so, tap, lo, hi,
                                             nt, wv, scratch)
+                    else:  # residue plane r of the row buffer, [r][q][k]
+                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, n_pos, src, so, tap,
+                                            lo, hi, nt, wv, scratch)
                 if not direct_out:
                     _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
         finish(counters)
@@ -1021,8 +1025,9 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     dx_buf, dx_off, dx_st = _kernel_view(target, False)
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_in = native and _direct_rows(dy_st, out_w, width, planar)
-    # dx rows can be the accumulator when they have its layout: no residue planes, no m to combine
-    direct_out = native and stride_w == 1 and mult == 1 and _direct_rows(dx_st, in_w, chans, planar)
+    # dx rows can be the accumulator when they have its layout and there is no m to combine:
+    # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
+    direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
     wv = _weights(filt, acc)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
