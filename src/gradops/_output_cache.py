@@ -16,8 +16,10 @@ At most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes (default 1024) are kept; 0 disable
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -84,27 +86,34 @@ def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | Non
     """``np.empty(shape, dtype)``, from the cache for large outputs, stored in the axis order of
     ``like`` (an array of the same rank) as NumPy's ``order="K"`` does: a gradient of a
     channels_last ``dy`` is channels_last too, and the kernels read and write both in one order."""
-    order = _memory_order(like) if like is not None and like.ndim == len(shape) else list(range(len(shape)))
-    if order != sorted(order):
-        stored = _empty(tuple(shape[d] for d in order), dtype)
-        return stored.transpose(np.argsort(order))
-    return _empty(tuple(shape), dtype)
+    shape = tuple(shape)
+    if like is None or like.ndim != len(shape):
+        return _empty(shape, dtype)
+    stored_shape, axes = _stored_layout(shape, like.shape, like.strides)
+    stored = _empty(stored_shape, dtype)
+    return stored if axes is None else stored.transpose(axes)
 
 
-def _memory_order(array: np.ndarray) -> list[int]:
-    """The axes of ``array`` outermost first by stride. Size-1 axes (whose strides mean nothing)
-    keep their places; the longer axes fill the other places in stride order."""
-    long_axes = iter(sorted((d for d in range(array.ndim) if array.shape[d] > 1),
-                            key=lambda d: (-abs(array.strides[d]), d)))
-    return [next(long_axes) if array.shape[d] > 1 else d for d in range(array.ndim)]
+@lru_cache(maxsize=256)
+def _stored_layout(shape: tuple[int, ...], like_shape: tuple[int, ...], like_strides: tuple[int, ...]
+                   ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """The shape to allocate and the transpose back to ``shape`` (``None``: C order). Axes go
+    outermost first by ``like``'s strides; size-1 axes of ``like`` (whose strides mean nothing)
+    keep their places, the longer axes fill the other places in stride order."""
+    long_axes = iter(sorted((d for d in range(len(shape)) if like_shape[d] > 1),
+                            key=lambda d: (-abs(like_strides[d]), d)))
+    order = [next(long_axes) if like_shape[d] > 1 else d for d in range(len(shape))]
+    if order == sorted(order):
+        return shape, None
+    return tuple(shape[d] for d in order), tuple(int(d) for d in np.argsort(order))
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < _MIN_POOLED_BYTES or _limit_bytes() == 0:
         return np.empty(shape, dtype)
     raw = _CACHE.take(nbytes + _ALIGNMENT)
     if raw is None:
         raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
-    return np.asarray(_Block(raw, tuple(shape), dtype))
+    return np.asarray(_Block(raw, shape, dtype))
