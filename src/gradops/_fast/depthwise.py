@@ -380,6 +380,94 @@ def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted
 
 
 @njit(inline="always")
+def _run3(b, v0, v1, v2, w0, w1, w2):
+    """``((b + v0*w0) + v1*w1) + v2*w2``: three taps of one filter row, in order."""
+    return simd.muladd(simd.muladd(simd.muladd(b, v0, w0), v1, w1), v2, w2)
+
+
+@njit(inline="always")
+def _rows3_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
+    """8 positions x vector j of ``_taps_rows3``: per filter row, 10 source vectors serve the 24
+    (position, tap) products, so loads no longer outnumber multiplications."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
+    for t in range(0, count, 3):
+        p = low[t // 3] + j
+        v0 = simd.load(src, p)
+        v1 = simd.load(src, p + width)
+        v2 = simd.load(src, p + 2 * width)
+        v3 = simd.load(src, p + 3 * width)
+        v4 = simd.load(src, p + 4 * width)
+        v5 = simd.load(src, p + 5 * width)
+        v6 = simd.load(src, p + 6 * width)
+        v7 = simd.load(src, p + 7 * width)
+        v8 = simd.load(src, p + 8 * width)
+        v9 = simd.load(src, p + 9 * width)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        if ascending:  # tap i of the row reads position + i
+            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
+            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
+            b4, b5 = _run3(b4, v4, v5, v6, w0, w1, w2), _run3(b5, v5, v6, v7, w0, w1, w2)
+            b6, b7 = _run3(b6, v6, v7, v8, w0, w1, w2), _run3(b7, v7, v8, v9, w0, w1, w2)
+        else:  # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
+            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
+            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
+            b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
+            b6, b7 = _run3(b6, v8, v7, v6, w0, w1, w2), _run3(b7, v9, v8, v7, w0, w1, w2)
+    p = a + j
+    simd.store(acc, p, b0)
+    simd.store(acc, p + step, b1)
+    simd.store(acc, p + 2 * step, b2)
+    simd.store(acc, p + 3 * step, b3)
+    simd.store(acc, p + 4 * step, b4)
+    simd.store(acc, p + 5 * step, b5)
+    simd.store(acc, p + 6 * step, b6)
+    simd.store(acc, p + 7 * step, b7)
+
+
+@njit(inline="always")
+def _rows3(so, count, width):
+    """+1 or -1 if the taps come in threes reading consecutive positions, all the same way (whole
+    filter rows of 3, dilation 1), else 0."""
+    if count % 3 != 0:
+        return 0
+    d = so[1] - so[0]
+    if d != width and d != -width:
+        return 0
+    for t in range(0, count, 3):
+        if so[t + 1] - so[t] != d or so[t + 2] - so[t + 1] != d:
+            return 0
+    return 1 if d > 0 else -1
+
+
+@njit(inline="always")
+def _taps_rows3(acc, a0, step, width, n_pos, src, so, wt, taps, count, direction, low):
+    """``_taps_blocked`` for taps in filter rows of 3 (``_rows3``), 8 positions at a time over
+    whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
+    Same products, same additions, same order."""
+    lanes = simd.lanes(acc)
+    if width < lanes:
+        return 0
+    blocked = n_pos // 8 * 8
+    for q in range(0, blocked, 8):
+        for r in range(count // 3):  # the lowest source position a row of taps reads
+            low[r] = so[3 * r] + q * width - (0 if direction > 0 else 2 * width)
+        j = 0
+        while j + lanes <= width:
+            _rows3_8x1(acc, a0 + q * step, step, width, src, low, wt, taps, j, count, direction > 0)
+            j += lanes
+        for p in range(8):
+            for k in range(j, width):
+                total = _ZERO
+                for t in range(count):
+                    total = total + src[so[t] + (q + p) * width + k] * wt[taps[t] + k]
+                acc[a0 + (q + p) * step + k] = total
+    return blocked
+
+
+@njit(inline="always")
 def _fill_plane_blocked(acc, base, step, width, n_pos, src, so, tap, lo, hi, nt, wt, scratch):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
@@ -396,8 +484,16 @@ def _fill_plane_blocked(acc, base, step, width, n_pos, src, so, tap, lo, hi, nt,
         if count == 0:
             for q in range(q0, q1):
                 acc[base + q * step:base + q * step + width] = 0
-        else:
-            _taps_blocked(acc, base + q0 * step, step, width, q1 - q0, src, sub_so, wt, sub_tap, count, shifted)
+            continue
+        done = 0
+        direction = _rows3(sub_so, count, width)
+        if direction != 0:
+            done = _taps_rows3(acc, base + q0 * step, step, width, q1 - q0, src, sub_so, wt, sub_tap, count,
+                               direction, shifted)
+            for t in range(count):
+                sub_so[t] += done * width
+        _taps_blocked(acc, base + (q0 + done) * step, step, width, q1 - q0 - done, src, sub_so, wt, sub_tap, count,
+                      shifted)
 
 
 @njit
