@@ -182,13 +182,27 @@ def test_layouts_give_identical_bits(dtype, stride):
             np.testing.assert_array_equal(bits(a), bits(b))
 
 
+@pytest.mark.parametrize("k, dil", [(3, 1), (5, 1), (3, 2)])
+def test_simd_rows_match_planar_bits(k, dil):
+    """Channels-last rows wide enough for the SIMD blocks (8 positions x 16 lanes, filter rows of
+    3 or 5 sharing their loads, a scalar channel tail of 4) against the planar (NCHW) kernels,
+    written independently: one summation order, so the same bits."""
+    case = dict(n=1, h=12, w=21, c=10, m=2, fh=k, fw=k, stride=(1, 1), dil=(dil, dil),
+                pad=((k - 1) * dil // 2, (k - 1) * dil // 2), oh=12, ow=21)
+    nhwc, nchw = (run_all(case, np.dtype(np.float32), (layout, layout), np.random.default_rng(k + dil))
+                  for layout in ("NHWC", "NCHW"))
+    for a, b in zip(nhwc, nchw):
+        np.testing.assert_array_equal(bits(a), bits(b))
+
+
 def test_suite_shapes_scaled_down():
     """The SUITE.md D-workload geometries (3x3 SAME, stride 2 with the odd pad after, 5x5 with
     multiplier 2, dilation 2, D3's 512 channels and a multiplier-2 row of 128 channels, which take
     the wide-row path) on small images, where the interior/edge split is exercised."""
     rng = np.random.default_rng(11)
     for c, m, k, stride, dil in [(32, 1, 3, 1, 1), (64, 1, 3, 2, 1), (24, 2, 5, 1, 1), (32, 1, 3, 1, 2),
-                                 (512, 1, 3, 1, 1), (64, 2, 3, 1, 1)]:
+                                 (512, 1, 3, 1, 1), (64, 2, 3, 1, 1), (20, 2, 5, 1, 1), (19, 1, 3, 1, 1),
+                                 (17, 1, 3, 2, 1)]:
         h = w = 13
         oh = (h + stride - 1) // stride
         need = max(0, (oh - 1) * stride + (k - 1) * dil + 1 - h)

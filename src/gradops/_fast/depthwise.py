@@ -387,7 +387,7 @@ def _run3(b, v0, v1, v2, w0, w1, w2):
 
 @njit(inline="always")
 def _rows3_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
-    """8 positions x vector j of ``_taps_rows3``: per filter row, 10 source vectors serve the 24
+    """8 positions x vector j of ``_taps_rows``, rows of 3 taps: per filter row, 10 source vectors serve the 24
     (position, tap) products, so loads no longer outnumber multiplications."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
@@ -428,35 +428,103 @@ def _rows3_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
 
 
 @njit(inline="always")
-def _rows3(so, count, width):
-    """+1 or -1 if the taps come in threes reading consecutive positions, all the same way (whole
-    filter rows of 3, dilation 1), else 0."""
-    if count % 3 != 0:
-        return 0
-    d = so[1] - so[0]
-    if d != width and d != -width:
-        return 0
-    for t in range(0, count, 3):
-        if so[t + 1] - so[t] != d or so[t + 2] - so[t + 1] != d:
-            return 0
-    return 1 if d > 0 else -1
+def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
+    """``((((b + v0*w0) + v1*w1) + v2*w2) + v3*w3) + v4*w4``: five taps, in order."""
+    return simd.muladd(simd.muladd(_run3(b, v0, v1, v2, w0, w1, w2), v3, w3), v4, w4)
 
 
 @njit(inline="always")
-def _taps_rows3(acc, a0, step, width, n_pos, src, so, wt, taps, count, direction, low):
-    """``_taps_blocked`` for taps in filter rows of 3 (``_rows3``), 8 positions at a time over
+def _rows5_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
+    """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
+    for t in range(0, count, 5):
+        p = low[t // 5] + j
+        v0 = simd.load(src, p)
+        v1 = simd.load(src, p + width)
+        v2 = simd.load(src, p + 2 * width)
+        v3 = simd.load(src, p + 3 * width)
+        v4 = simd.load(src, p + 4 * width)
+        v5 = simd.load(src, p + 5 * width)
+        v6 = simd.load(src, p + 6 * width)
+        v7 = simd.load(src, p + 7 * width)
+        v8 = simd.load(src, p + 8 * width)
+        v9 = simd.load(src, p + 9 * width)
+        v10 = simd.load(src, p + 10 * width)
+        v11 = simd.load(src, p + 11 * width)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        w3 = simd.load(wt, taps[t + 3] + j)
+        w4 = simd.load(wt, taps[t + 4] + j)
+        if ascending:  # tap i of the row reads position + i
+            b0 = _run5(b0, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4)
+            b1 = _run5(b1, v1, v2, v3, v4, v5, w0, w1, w2, w3, w4)
+            b2 = _run5(b2, v2, v3, v4, v5, v6, w0, w1, w2, w3, w4)
+            b3 = _run5(b3, v3, v4, v5, v6, v7, w0, w1, w2, w3, w4)
+            b4 = _run5(b4, v4, v5, v6, v7, v8, w0, w1, w2, w3, w4)
+            b5 = _run5(b5, v5, v6, v7, v8, v9, w0, w1, w2, w3, w4)
+            b6 = _run5(b6, v6, v7, v8, v9, v10, w0, w1, w2, w3, w4)
+            b7 = _run5(b7, v7, v8, v9, v10, v11, w0, w1, w2, w3, w4)
+        else:  # tap i reads position + 4 - i
+            b0 = _run5(b0, v4, v3, v2, v1, v0, w0, w1, w2, w3, w4)
+            b1 = _run5(b1, v5, v4, v3, v2, v1, w0, w1, w2, w3, w4)
+            b2 = _run5(b2, v6, v5, v4, v3, v2, w0, w1, w2, w3, w4)
+            b3 = _run5(b3, v7, v6, v5, v4, v3, w0, w1, w2, w3, w4)
+            b4 = _run5(b4, v8, v7, v6, v5, v4, w0, w1, w2, w3, w4)
+            b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
+            b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
+            b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
+    p = a + j
+    simd.store(acc, p, b0)
+    simd.store(acc, p + step, b1)
+    simd.store(acc, p + 2 * step, b2)
+    simd.store(acc, p + 3 * step, b3)
+    simd.store(acc, p + 4 * step, b4)
+    simd.store(acc, p + 5 * step, b5)
+    simd.store(acc, p + 6 * step, b6)
+    simd.store(acc, p + 7 * step, b7)
+
+
+@njit(inline="always")
+def _filter_rows(so, count, width):
+    """``R`` (``-R``) if the taps come in rows of R = 3 or 5 reading consecutive ascending
+    (descending) positions: whole filter rows with dilation 1. Else 0."""
+    d = so[1] - so[0] if count >= 2 else 0
+    if d != width and d != -width:
+        return 0
+    for size in (3, 5):
+        if count % size != 0:
+            continue
+        rows = True
+        for t in range(count):
+            if t % size != 0 and so[t] - so[t - 1] != d:
+                rows = False
+                break
+        if rows:
+            return size if d > 0 else -size
+    return 0
+
+
+@njit(inline="always")
+def _taps_rows(acc, a0, step, width, n_pos, src, so, wt, taps, count, rows, low):
+    """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
     Same products, same additions, same order."""
     lanes = simd.lanes(acc)
     if width < lanes:
         return 0
+    size = abs(rows)
     blocked = n_pos // 8 * 8
     for q in range(0, blocked, 8):
-        for r in range(count // 3):  # the lowest source position a row of taps reads
-            low[r] = so[3 * r] + q * width - (0 if direction > 0 else 2 * width)
+        for r in range(count // size):  # the lowest source position a row of taps reads
+            low[r] = so[size * r] + q * width - (0 if rows > 0 else (size - 1) * width)
         j = 0
         while j + lanes <= width:
-            _rows3_8x1(acc, a0 + q * step, step, width, src, low, wt, taps, j, count, direction > 0)
+            if size == 3:
+                _rows3_8x1(acc, a0 + q * step, step, width, src, low, wt, taps, j, count, rows > 0)
+            else:
+                _rows5_8x1(acc, a0 + q * step, step, width, src, low, wt, taps, j, count, rows > 0)
             j += lanes
         for p in range(8):
             for k in range(j, width):
@@ -486,10 +554,10 @@ def _fill_plane_blocked(acc, base, step, width, n_pos, src, so, tap, lo, hi, nt,
                 acc[base + q * step:base + q * step + width] = 0
             continue
         done = 0
-        direction = _rows3(sub_so, count, width)
-        if direction != 0:
-            done = _taps_rows3(acc, base + q0 * step, step, width, q1 - q0, src, sub_so, wt, sub_tap, count,
-                               direction, shifted)
+        rows = _filter_rows(sub_so, count, width)
+        if rows != 0:
+            done = _taps_rows(acc, base + q0 * step, step, width, q1 - q0, src, sub_so, wt, sub_tap, count, rows,
+                              shifted)
             for t in range(count):
                 sub_so[t] += done * width
         _taps_blocked(acc, base + (q0 + done) * step, step, width, q1 - q0 - done, src, sub_so, wt, sub_tap, count,
@@ -685,7 +753,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             tags = np.full(ring_rows, -1, np.int64)
             src = dy_direct if direct_in else ring
             acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
-            combined = np.empty(max(sw * plane_len, chans) if mult > 1 else 0, wv.dtype)
+            combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
             so = np.empty(fh * fw, np.int64)
             tap = np.empty(fh * fw, np.int64)
             lo = np.empty(fh * fw, np.int64)
@@ -765,8 +833,21 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
                 _store_run(plane, start + r * plane_len, (in_w - r + sw - 1) // sw, dx,
                            base + c * dx_st[3] + r * dx_st[2], sw * dx_st[2], kind)
         return
-    if mult == 1 and sw == 1 and dx_st[3] == 1 and dx_st[2] == chans:
-        _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
+    if sw == 1 and dx_st[3] == 1 and dx_st[2] == chans:  # one run: the row is [ix][c], acc [ix][c*M + m]
+        if mult == 1:
+            _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
+            return
+        n = in_w * chans
+        if mult == 2:  # a constant stride: this loop vectorises
+            for i in range(n):
+                combined[i] = acc[2 * i] + acc[2 * i + 1]
+        else:
+            for i in range(n):
+                total = acc[i * mult]
+                for m in range(1, mult):
+                    total += acc[i * mult + m]
+                combined[i] = total
+        _store_run(combined, 0, n, dx, base, 1, kind)
         return
     for ix in range(in_w):
         q = ix // sw

@@ -15,6 +15,11 @@ import numpy as np
 from .suite import NotAvailable, Variant
 
 WARMUP_CALLS = 2
+# Short calls are repeated until these many seconds have passed (a CPU reaches its steady clock,
+# caches and thread pools settle only after a few milliseconds of work): at least WARMUP_CALLS
+# warm-up calls and ``reps`` timed calls, and at least this long for each, like timeit's autorange.
+WARMUP_S = 0.2
+TIMED_S = 0.3
 
 
 def error_reason(exc: BaseException) -> str:
@@ -58,9 +63,11 @@ def compare(result: np.ndarray, reference: np.ndarray, tolerance: float) -> dict
 
 
 def time_variant(variant: Variant, *, reps: int, reference: np.ndarray | None, tolerance: float,
-                 framework_reference: Callable[[], np.ndarray | None] | None = None) -> dict[str, Any]:
+                 framework_reference: Callable[[], np.ndarray | None] | None = None,
+                 settle: bool = True) -> dict[str, Any]:
     """Prepare, call once cold (timed separately; it may compile or load caches), check that
-    result, warm up, then time ``reps`` calls. Each fresh result is dropped before the next call.
+    result, warm up, then time at least ``reps`` calls (with ``settle``, more for short calls: see
+    ``TIMED_S``). Each fresh result is dropped before the next call.
 
     A peer's result that fails the check against the DirectML reference is checked again against
     ``framework_reference()`` (the framework's own documented convention, where it differs).
@@ -81,13 +88,17 @@ def time_variant(variant: Variant, *, reps: int, reference: np.ndarray | None, t
                 check["framework_convention"] = compare(canonical, alternative, tolerance)
             del canonical
         del result
-        for _ in range(WARMUP_CALLS):
-            call()
         gc.collect()
+        warm_until = time.perf_counter() + (WARMUP_S if settle else 0.0)
+        for calls in range(1, 1 << 30):
+            call()
+            if calls >= WARMUP_CALLS and time.perf_counter() >= warm_until:
+                break
         gc.disable()
         try:
             times = []
-            for _ in range(reps):
+            timed_until = time.perf_counter() + (TIMED_S if settle else 0.0)
+            while len(times) < reps or time.perf_counter() < timed_until:
                 start = time.perf_counter()
                 call()
                 times.append(time.perf_counter() - start)

@@ -74,7 +74,7 @@ def _run(peer: str, workload_id: str, quick: bool, reps: int, ref: Path | None) 
     # gradops must match the DirectML model itself; only peers may match their own convention.
     framework_reference = None if peer == "gradops" else cache(lambda: workload.framework_reference(inputs["dy"]))
     results = [time_variant(variant, reps=reps, reference=reference, tolerance=workload.tolerance,
-                            framework_reference=framework_reference)
+                            framework_reference=framework_reference, settle=not quick)
                for variant in module.variants(workload, inputs)]
     status = "ok" if any(r["status"] == "ok" for r in results) else "n/a"
     record = {"status": status, "info": info, "variants": results}
