@@ -371,6 +371,8 @@ def test_zero_weight_taps_are_not_read(backend):
 def test_taps_are_cached_and_read_only():
     from gradops.resample import _PLAN_CACHE, _cached_axis_taps
 
+    _PLAN_CACHE.clear()  # other tests may have made these calls, or filled the cache
+    _cached_axis_taps.cache_clear()
     x = np.zeros((1, 1, 13, 17), np.float32)
     resample1(x, (1, 1, 29, 31), mode="linear", backend="reference")
     plans, hits = len(_PLAN_CACHE), _cached_axis_taps.cache_info().hits

@@ -341,6 +341,25 @@ def _taps_4x1(acc, a, step, width, src, s, wt, taps, j, count):
 
 
 @njit(inline="always")
+def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes):
+    """One position x vectors j .. j + 3 lanes of ``_taps_blocked``: 4 independent sums (one sum
+    alone would wait on the latency of each addition)."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b0
+    for t in range(count):
+        p = s[t] + j
+        w = taps[t] + j
+        b0 = simd.muladd(b0, simd.load(src, p), simd.load(wt, w))
+        b1 = simd.muladd(b1, simd.load(src, p + lanes), simd.load(wt, w + lanes))
+        b2 = simd.muladd(b2, simd.load(src, p + 2 * lanes), simd.load(wt, w + 2 * lanes))
+        b3 = simd.muladd(b3, simd.load(src, p + 3 * lanes), simd.load(wt, w + 3 * lanes))
+    simd.store(acc, a + j, b0)
+    simd.store(acc, a + j + lanes, b1)
+    simd.store(acc, a + j + 2 * lanes, b2)
+    simd.store(acc, a + j + 3 * lanes, b3)
+
+
+@njit(inline="always")
 def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted):
     """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*width + j] *
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
@@ -364,6 +383,9 @@ def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted
                 _taps_4x1(acc, a, step, width, src, shifted, wt, taps, j, count)
                 j += lanes
         else:
+            while j + 4 * lanes <= width:
+                _taps_1x4(acc, a, src, shifted, wt, taps, j, count, lanes)
+                j += 4 * lanes
             while j + lanes <= width:
                 b = simd.zeros(acc)
                 for t in range(count):
