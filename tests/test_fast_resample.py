@@ -19,8 +19,8 @@ import numba
 import numpy as np
 import pytest
 
-from gradops._fast.resample import (_HARDWARE_HALF, _float_to_half, _float_to_half_bits, _half_bits_to_float,
-                                    _half_to_float, resample_backward, resample_forward)
+from gradops._fast.half import HARDWARE_HALF, float_to_half, float_to_half_bits, half_bits_to_float, half_to_float
+from gradops._fast.resample import resample_backward, resample_forward
 from gradops._resample_plan import axis_taps
 
 RULES = ("half_up", "floor", "ceil")
@@ -359,7 +359,7 @@ def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode):
 def _decode_bits(bits):
     out = np.empty(bits.size, np.float32)
     for i in range(bits.size):
-        out[i] = _half_to_float(bits[i])
+        out[i] = half_to_float(bits[i])
     return out
 
 
@@ -367,7 +367,7 @@ def _decode_bits(bits):
 def _encode_bits(values):
     out = np.empty(values.size, np.uint16)
     for i in range(values.size):
-        out[i] = _float_to_half(values[i])
+        out[i] = float_to_half(values[i])
     return out
 
 
@@ -375,7 +375,7 @@ def _encode_bits(values):
 def _decode_hardware(bits):
     out = np.empty(bits.size, np.float32)
     for i in range(bits.size):
-        out[i] = _half_bits_to_float(bits[i])
+        out[i] = half_bits_to_float(bits[i])
     return out
 
 
@@ -383,13 +383,13 @@ def _decode_hardware(bits):
 def _encode_hardware(values):
     out = np.empty(values.size, np.uint16)
     for i in range(values.size):
-        out[i] = _float_to_half_bits(values[i])
+        out[i] = float_to_half_bits(values[i])
     return out
 
 
 CONVERSIONS = [pytest.param(_decode_bits, _encode_bits, id="bits"),
                pytest.param(_decode_hardware, _encode_hardware, id="hardware",
-                            marks=pytest.mark.skipif(not _HARDWARE_HALF, reason="no hardware half conversions"))]
+                            marks=pytest.mark.skipif(not HARDWARE_HALF, reason="no hardware half conversions"))]
 
 
 @pytest.mark.parametrize("decode,encode", CONVERSIONS)

@@ -35,7 +35,8 @@ How the work is laid out:
   thread count) added in order.
 * Precision. float16 / bfloat16 load as float32 (bit-exact decoding), accumulate in float32 and
   round once, to nearest even; float32 accumulates in float32, float64 in float64. Numba has no
-  half arithmetic, so half arrays are viewed as uint16 and converted here.
+  half arithmetic, so half arrays are viewed as uint16 and converted by ``half.py`` (float16
+  in hardware where the CPU has F16C).
 """
 
 from __future__ import annotations
@@ -45,11 +46,10 @@ import math
 import ml_dtypes
 import numba
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
-from . import simd
+from . import half, simd
 from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, element_aligned, flat_view
 
@@ -58,77 +58,6 @@ _HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
 _LANES = 16  # backprop filter: independent partial sums per filter element (ox % 16)
 _CHUNKS = 64  # backprop filter: row chunks reduced separately, then combined in order
 _TARGET_JOBS = 64  # forward / backprop input: jobs to hand out dynamically (load balance)
-
-
-# --- float16 / bfloat16 <-> float32 on bits --------------------------------------------------
-
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    if bits != types.uint32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.uint32), codegen
-
-
-@intrinsic
-def _bits_from_f32(typingctx, value):
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.uint32(types.float32), codegen
-
-
-# The conversions work on uint32 and truncate after every operation (numba widens integer
-# arithmetic to 64 bits otherwise), with selects instead of branches: loops over them vectorise.
-_U32 = np.uint32
-
-
-@njit(inline="always")
-def _half_to_float(h):
-    """IEEE binary16 bits -> float32, exact (subnormals, inf, NaN payload kept)."""
-    bits = _U32(h)
-    wide = _U32(_U32(bits & _U32(0x7FFF)) << _U32(13))
-    exponent = _U32(wide & _U32(0x0F800000))
-    wide = _U32(wide + _U32((127 - 15) << 23))  # rebias the exponent
-    normal = _U32(wide + _U32((128 - 16) << 23)) if exponent == _U32(0x0F800000) else wide  # inf / NaN
-    # zero / subnormal: as the normal 1.m * 2**-14, minus 2**-14 (exact)
-    subnormal = _f32_from_bits(_U32(wide + _U32(1 << 23))) - np.float32(2.0 ** -14)
-    value = subnormal if exponent == _U32(0) else _f32_from_bits(normal)
-    return _f32_from_bits(_U32(_bits_from_f32(value) | _U32(_U32(bits & _U32(0x8000)) << _U32(16))))
-
-
-@njit(inline="always")
-def _bf16_to_float(h):
-    return _f32_from_bits(_U32(_U32(h) << _U32(16)))
-
-
-@njit(inline="always")
-def _float_to_half(value):
-    """float32 -> binary16 bits, round to nearest even; overflow gives inf, NaN a quiet NaN."""
-    bits = _bits_from_f32(np.float32(value))
-    sign = _U32(_U32(bits >> _U32(16)) & _U32(0x8000))
-    magnitude = _U32(bits & _U32(0x7FFFFFFF))
-    # normal: rebias (-112 << 23, as uint32) and round the 13 dropped bits to nearest even
-    odd = _U32(_U32(magnitude >> _U32(13)) & _U32(1))
-    normal = _U32(_U32(magnitude + _U32(0xC8000FFF) + odd) >> _U32(13))
-    # below 2**-14: adding 0.5 makes the float adder round the subnormal for us
-    subnormal = _U32(_bits_from_f32(_f32_from_bits(magnitude) + np.float32(0.5)) - _U32(0x3F000000))
-    overflow = _U32(0x7E00) if magnitude > _U32(0x7F800000) else _U32(0x7C00)  # NaN / inf
-    half = overflow if magnitude >= _U32(0x47800000) else (subnormal if magnitude < _U32(0x38800000) else normal)
-    return _U32(half | sign)
-
-
-@njit(inline="always")
-def _float_to_bf16(value):
-    """float32 -> bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN."""
-    bits = _bits_from_f32(np.float32(value))
-    rounded = _U32(_U32(bits + _U32(0x7FFF) + _U32(_U32(bits >> _U32(16)) & _U32(1))) >> _U32(16))
-    quiet = _U32(_U32(bits >> _U32(16)) | _U32(0x40))
-    return quiet if _U32(bits & _U32(0x7FFFFFFF)) > _U32(0x7F800000) else rounded
 
 
 # Loads and stores dispatch on the array type while compiling: float arrays get plain copies, so
@@ -158,7 +87,7 @@ def _store_one_impl(dst, i, value, kind):
         return copy
 
     def encode(dst, i, value, kind):
-        dst[i] = _float_to_half(value) if kind == _F16 else _float_to_bf16(value)
+        dst[i] = half.encode(value) if kind == _F16 else half.float_to_bf16(value)
     return encode
 
 
@@ -168,7 +97,7 @@ def _load_one_impl(src, i, kind):
         return lambda src, i, kind: src[i]
 
     def decode(src, i, kind):
-        return _half_to_float(src[i]) if kind == _F16 else _bf16_to_float(src[i])
+        return half.decode(src[i]) if kind == _F16 else half.bf16_to_float(src[i])
     return decode
 
 
@@ -196,10 +125,10 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
         run = src[start:start + n]
         if kind == _F16:
             for i in range(n):
-                out[i] = _half_to_float(run[i])
+                out[i] = half.decode(run[i])
         else:
             for i in range(n):
-                out[i] = _bf16_to_float(run[i])
+                out[i] = half.bf16_to_float(run[i])
     return decode
 
 
@@ -226,10 +155,10 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
         out = dst[dst_start:dst_start + n]
         if kind == _F16:
             for i in range(n):
-                out[i] = _float_to_half(run[i])
+                out[i] = half.encode(run[i])
         else:
             for i in range(n):
-                out[i] = _float_to_bf16(run[i])
+                out[i] = half.float_to_bf16(run[i])
     return encode
 
 

@@ -45,12 +45,12 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from .._resample_plan import transpose_taps
+from . import half
 from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, element_aligned, flat_view
 
@@ -65,93 +65,8 @@ _FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 
 _GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
 
 
-# ---------------------------------------------------------------------------------------------
-# float16 <-> float32. numba has no float16 type on the CPU, so kernels see float16 data as uint16
-# bits. Where the CPU converts in hardware (x86 F16C, every 64-bit ARM) LLVM's ``half`` type is
-# used: one vectorised instruction per 8-16 values. Elsewhere the conversions below run on raw
-# bits: branch-free select chains, exact (round to nearest even; subnormals, inf, NaN), which
-# vectorise too but cost about ten integer operations per value.
-
-def _hardware_half() -> bool:
-    """Whether LLVM converts half <-> float with instructions here (not with library calls,
-    which numba's JIT does not link)."""
-    import platform
-
-    import numba
-    from llvmlite import binding
-
-    if numba.config.CPU_NAME:  # a portable target chosen by the user: only its listed features
-        return "+f16c" in (numba.config.CPU_FEATURES or "")
-    if platform.machine().lower() in ("aarch64", "arm64"):
-        return True
-    try:
-        return bool(binding.get_host_cpu_features().get("f16c", False))
-    except RuntimeError:
-        return False
-
-
-_HARDWARE_HALF = _hardware_half()
-
-
-@intrinsic
-def _half_bits_to_float(typingctx, bits):
-    """float16 bits -> float32 with LLVM's ``fpext half``."""
-    if bits != types.uint16:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-    return types.float32(bits), codegen
-
-
-@intrinsic
-def _float_to_half_bits(typingctx, value):
-    """float32 -> float16 bits with LLVM's ``fptrunc`` (round to nearest even)."""
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
-    return types.uint16(value), codegen
-
-
-@njit
-def _half_to_float(h):
-    bits = np.uint32(h)
-    magnitude = bits & np.uint32(0x7FFF)
-    # Rebias the exponent from 15 to 127; inf/NaN (exponent 31) must land on exponent 255.
-    normal = (magnitude << np.uint32(13)) + np.uint32(0x38000000)
-    if magnitude >= np.uint32(0x7C00):
-        normal += np.uint32(0x38000000)
-    normal = np.uint32(normal)
-    # Subnormals (and zero) are magnitude * 2^-24, exact in float32.
-    subnormal = np.float32(np.float32(np.int32(magnitude)) * np.float32(2.0 ** -24)).view(np.uint32)
-    if magnitude < np.uint32(0x0400):
-        normal = subnormal
-    return np.uint32(normal | ((bits & np.uint32(0x8000)) << np.uint32(16))).view(np.float32)
-
-
-@njit
-def _float_to_half(value):
-    bits = np.float32(value).view(np.uint32)
-    sign = (bits >> np.uint32(16)) & np.uint32(0x8000)
-    magnitude = bits & np.uint32(0x7FFFFFFF)
-    # Normal range: drop 13 mantissa bits rounding to nearest even (add 0xFFF plus the kept
-    # lowest bit) and rebias the exponent; a carry out of the mantissa rounds up to inf.
-    result = (magnitude - np.uint32(0x38000000) + np.uint32(0xFFF)
-              + ((magnitude >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
-    # Below 2^-14: adding 0.5 lets the FPU round at 2^-24, the float16 subnormal quantum.
-    subnormal = np.float32(np.uint32(magnitude).view(np.float32) + np.float32(0.5)).view(np.uint32) \
-        - np.uint32(0x3F000000)
-    if magnitude < np.uint32(0x38800000):
-        result = subnormal
-    if magnitude >= np.uint32(0x47800000):  # >= 65536: inf, or NaN (made quiet)
-        result = np.uint32(0x7E00) if magnitude > np.uint32(0x7F800000) else np.uint32(0x7C00)
-    return np.uint16(result | sign)
-
-
-# Element access generic over the buffer type: float32 data as is, float16 data as uint16 bits.
-# Sums are float32 either way (SPEC 3.7).
+# Element access generic over the buffer type: float32 data as is, float16 data as uint16 bits
+# (converted by ``half.py``). Sums are float32 either way (SPEC 3.7).
 
 def _load(buffer, index):
     """``buffer[index]`` as a number (float16 bits are decoded)."""
@@ -163,22 +78,16 @@ def _store(buffer, index, value):
 
 @overload(_load)
 def _load_impl(buffer, index):
-    if buffer.dtype == types.uint16 and _HARDWARE_HALF:
-        return lambda buffer, index: _half_bits_to_float(buffer[index])
     if buffer.dtype == types.uint16:
-        return lambda buffer, index: _half_to_float(buffer[index])
+        return lambda buffer, index: half.decode(buffer[index])
     return lambda buffer, index: buffer[index]
 
 
 @overload(_store)
 def _store_impl(buffer, index, value):
-    if buffer.dtype == types.uint16 and _HARDWARE_HALF:
-        def store_half_hardware(buffer, index, value):
-            buffer[index] = _float_to_half_bits(np.float32(value))
-        return store_half_hardware
     if buffer.dtype == types.uint16:
         def store_half(buffer, index, value):
-            buffer[index] = _float_to_half(np.float32(value))
+            buffer[index] = half.encode(np.float32(value))
         return store_half
 
     def store_float(buffer, index, value):
