@@ -337,21 +337,35 @@ def _run3(b, v0, v1, v2, w0, w1, w2):
 
 
 @njit(inline="always")
+def _load8(src, p, width):
+    """The vectors at ``p`` of 8 consecutive channels-last positions."""
+    return (simd.load(src, p), simd.load(src, p + width), simd.load(src, p + 2 * width),
+            simd.load(src, p + 3 * width), simd.load(src, p + 4 * width), simd.load(src, p + 5 * width),
+            simd.load(src, p + 6 * width), simd.load(src, p + 7 * width))
+
+
+@njit(inline="always")
+def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7):
+    """Store the sums of 8 positions ``step`` apart."""
+    simd.store(acc, p, b0)
+    simd.store(acc, p + step, b1)
+    simd.store(acc, p + 2 * step, b2)
+    simd.store(acc, p + 3 * step, b3)
+    simd.store(acc, p + 4 * step, b4)
+    simd.store(acc, p + 5 * step, b5)
+    simd.store(acc, p + 6 * step, b6)
+    simd.store(acc, p + 7 * step, b7)
+
+
+@njit(inline="always")
 def _rows3_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
-    """8 positions x vector j of ``_taps_rows``, rows of 3 taps: per filter row, 10 source vectors serve the 24
-    (position, tap) products, so loads no longer outnumber multiplications."""
+    """8 positions x vector j of ``_taps_rows``, rows of 3 taps: per filter row, 10 source vectors
+    serve the 24 (position, tap) products, so loads no longer outnumber multiplications."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 3):
         p = low[t // 3] + j
-        v0 = simd.load(src, p)
-        v1 = simd.load(src, p + width)
-        v2 = simd.load(src, p + 2 * width)
-        v3 = simd.load(src, p + 3 * width)
-        v4 = simd.load(src, p + 4 * width)
-        v5 = simd.load(src, p + 5 * width)
-        v6 = simd.load(src, p + 6 * width)
-        v7 = simd.load(src, p + 7 * width)
+        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, width)
         v8 = simd.load(src, p + 8 * width)
         v9 = simd.load(src, p + 9 * width)
         w0 = simd.load(wt, taps[t] + j)
@@ -367,15 +381,7 @@ def _rows3_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
             b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
             b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
             b6, b7 = _run3(b6, v8, v7, v6, w0, w1, w2), _run3(b7, v9, v8, v7, w0, w1, w2)
-    p = a + j
-    simd.store(acc, p, b0)
-    simd.store(acc, p + step, b1)
-    simd.store(acc, p + 2 * step, b2)
-    simd.store(acc, p + 3 * step, b3)
-    simd.store(acc, p + 4 * step, b4)
-    simd.store(acc, p + 5 * step, b5)
-    simd.store(acc, p + 6 * step, b6)
-    simd.store(acc, p + 7 * step, b7)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7)
 
 
 @njit(inline="always")
@@ -391,14 +397,7 @@ def _rows5_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 5):
         p = low[t // 5] + j
-        v0 = simd.load(src, p)
-        v1 = simd.load(src, p + width)
-        v2 = simd.load(src, p + 2 * width)
-        v3 = simd.load(src, p + 3 * width)
-        v4 = simd.load(src, p + 4 * width)
-        v5 = simd.load(src, p + 5 * width)
-        v6 = simd.load(src, p + 6 * width)
-        v7 = simd.load(src, p + 7 * width)
+        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, width)
         v8 = simd.load(src, p + 8 * width)
         v9 = simd.load(src, p + 9 * width)
         v10 = simd.load(src, p + 10 * width)
@@ -426,15 +425,7 @@ def _rows5_8x1(acc, a, step, width, src, low, wt, taps, j, count, ascending):
             b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
             b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
             b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
-    p = a + j
-    simd.store(acc, p, b0)
-    simd.store(acc, p + step, b1)
-    simd.store(acc, p + 2 * step, b2)
-    simd.store(acc, p + 3 * step, b3)
-    simd.store(acc, p + 4 * step, b4)
-    simd.store(acc, p + 5 * step, b5)
-    simd.store(acc, p + 6 * step, b6)
-    simd.store(acc, p + 7 * step, b7)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7)
 
 
 @njit(inline="always")

@@ -45,34 +45,38 @@ _CALLER_SPIN_SECONDS = 2e-4
 _HELPER_SPIN_SECONDS = 2e-4
 
 
+def _is_counter(counters, index) -> bool:
+    return isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)
+
+
+def _counter_pointer(context, builder, signature, args):
+    """The address of ``counters[index]`` (the intrinsics' first two arguments)."""
+    array_type = signature.args[0]
+    array = context.make_array(array_type)(context, builder, args[0])
+    position = context.cast(builder, args[1], signature.args[1], types.intp)
+    return cgutils.get_item_pointer(context, builder, array_type, array, [position])
+
+
 @intrinsic
 def _fetch_add(typingctx, counters, index):
     """Atomically ``counters[index] += 1``; returns the previous value."""
-    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
+    if not _is_counter(counters, index):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        position = context.cast(builder, args[1], signature.args[1], types.intp)
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
-        return builder.atomic_rmw("add", pointer, context.get_constant(types.int64, 1), "seq_cst")
+        return builder.atomic_rmw("add", _counter_pointer(context, builder, signature, args),
+                                  context.get_constant(types.int64, 1), "seq_cst")
     return types.int64(counters, index), codegen
 
 
 @intrinsic
 def _atomic_load(typingctx, counters, index):
     """``counters[index]``, read atomically (a loop of plain loads may be hoisted by LLVM)."""
-    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and isinstance(index, types.Integer)):
+    if not _is_counter(counters, index):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        position = context.cast(builder, args[1], signature.args[1], types.intp)
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [position])
-        value = builder.load_atomic(pointer, "seq_cst", 8)
-        return value
+        return builder.load_atomic(_counter_pointer(context, builder, signature, args), "seq_cst", 8)
     return types.int64(counters, index), codegen
 
 
