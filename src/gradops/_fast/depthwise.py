@@ -41,7 +41,9 @@ How the work is laid out:
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 import ml_dtypes
 import numba
@@ -1083,27 +1085,38 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
-def _aligned_out(out: np.ndarray) -> np.ndarray:
-    return out if element_aligned(out) else np.empty(out.shape, out.dtype)
+def _entry_point(compute: Callable[..., None]) -> Callable[..., None]:
+    """``compute(a, b, out, *attrs)`` for non-empty operands and an element-aligned ``out``: an empty
+    output needs nothing, an empty operand means a sum over no taps (zeros), and an output view
+    whose strides are not whole elements is computed into a temporary and copied."""
+    @functools.wraps(compute)
+    def entry(a: np.ndarray, b: np.ndarray, out: np.ndarray, *attrs: int) -> None:
+        if out.size == 0:
+            return
+        if a.size == 0 or b.size == 0:
+            out[...] = 0
+            return
+        if element_aligned(out):
+            compute(a, b, out, *attrs)
+            return
+        target = np.empty(out.shape, out.dtype)
+        compute(a, b, target, *attrs)
+        np.copyto(out, target)
+    return entry
 
 
+@_entry_point
 def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                  dil_w: int, pad_top: int, pad_left: int) -> None:
     """y[b, oy, ox, c*M+m] = sum_{ky,kx} x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
     (SPEC 5.4) into ``out`` [N, OH, OW, C*M]."""
-    if out.size == 0:
-        return
-    if x.size == 0 or filt.size == 0:
-        out[...] = 0
-        return
-    target = _aligned_out(out)
     batch, in_h, in_w, chans = x.shape
     fh, fw, _, mult = filt.shape
     _, out_h, out_w, width = out.shape
     acc = _accumulator(out.dtype)
     native = out.dtype not in _HALF_KINDS
     x_buf, x_off, x_st = _kernel_view(x, True)
-    y_buf, y_off, y_st = _kernel_view(target, False)
+    y_buf, y_off, y_st = _kernel_view(out, False)
     planar = _is_planar(x_st[2], x_st[3], in_w, chans)
     direct_in = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
@@ -1112,8 +1125,6 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         shift_y, shift_x = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
         _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width, mult),
                            shift_y, shift_x, False, out.dtype)
-        if target is not out:
-            np.copyto(out, target)
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
@@ -1122,26 +1133,19 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
           x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
           y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job)
-    if target is not out:
-        np.copyto(out, target)
 
 
+@_entry_point
 def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                    dil_w: int, pad_top: int, pad_left: int) -> None:
     """dx = the adjoint of ``conv_forward`` applied to dy (SPEC 5.4), into ``out`` [N, H, W, C]."""
-    if out.size == 0:
-        return
-    if dy.size == 0 or filt.size == 0:
-        out[...] = 0
-        return
-    target = _aligned_out(out)
     batch, in_h, in_w, chans = out.shape
     fh, fw, _, mult = filt.shape
     _, out_h, out_w, width = dy.shape
     acc = _accumulator(out.dtype)
     native = out.dtype not in _HALF_KINDS
     dy_buf, dy_off, dy_st = _kernel_view(dy, True)
-    dx_buf, dx_off, dx_st = _kernel_view(target, False)
+    dx_buf, dx_off, dx_st = _kernel_view(out, False)
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_in = native and _direct_rows(dy_st, out_w, width, planar)
     # dx rows can be the accumulator when they have its layout and there is no m to combine:
@@ -1153,8 +1157,6 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
         shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
         _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
                            mult), shift_y, shift_x, True, out.dtype)
-        if target is not out:
-            np.copyto(out, target)
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
@@ -1163,20 +1165,13 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job)
-    if target is not out:
-        np.copyto(out, target)
 
 
+@_entry_point
 def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                     dil_w: int, pad_top: int, pad_left: int) -> None:
     """dF[ky, kx, c, m] = sum_{b,oy,ox} dy[b, oy, ox, c*M+m] * x[b, iy, ix, c] over in-range (iy, ix)
     (SPEC 5.4), into ``out`` [fh, fw, C, M]."""
-    if out.size == 0:
-        return
-    if x.size == 0 or dy.size == 0:
-        out[...] = 0
-        return
-    target = _aligned_out(out)
     batch, in_h, in_w, chans = x.shape
     fh, fw, _, mult = out.shape
     _, out_h, out_w, width = dy.shape
@@ -1194,7 +1189,5 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     share(_backprop_filter_kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
           x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
           direct_dy, partial, geo, planar, kind)
-    out_buf, out_off, out_st = _kernel_view(target, False)
+    out_buf, out_off, out_st = _kernel_view(out, False)
     _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)
-    if target is not out:
-        np.copyto(out, target)
