@@ -535,6 +535,14 @@ class _ResampleOperator(OperatorDesc):
     OP: ClassVar[_Op]
     COUNT_FIELD: ClassVar[str] = "dimension_count"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The operator's constants follow from ``OP``: type, value, level and tensor fields."""
+        super().__init_subclass__(**kwargs)
+        op = cls.OP
+        cls.OPERATOR_TYPE, cls.OPERATOR_VALUE, cls.FEATURE_LEVEL = op.operator_type, op.operator_value, op.feature_level
+        cls.INPUTS, cls.OUTPUTS = (("input_gradient_tensor",), ("output_gradient_tensor",)) if op.gradient \
+            else (("input_tensor",), ("output_tensor",))
+
     def validate(self, feature_level: FeatureLevel | str | int | None = None) -> None:
         """Apply every rule of SPEC 3.1; raise naming the field at fault."""
         op = self.OP
@@ -615,11 +623,6 @@ class ResampleDesc(_ResampleOperator):
     scales: tuple[float, ...]
 
     OP = _RESAMPLE
-    OPERATOR_TYPE = _RESAMPLE.operator_type
-    OPERATOR_VALUE = _RESAMPLE.operator_value
-    FEATURE_LEVEL = _RESAMPLE.feature_level
-    INPUTS = ("input_tensor",)
-    OUTPUTS = ("output_tensor",)
     COUNT_FIELD = "scale_count"
 
 
@@ -637,11 +640,6 @@ class Resample1Desc(_ResampleOperator):
     output_pixel_offsets: tuple[float, ...]
 
     OP = _RESAMPLE1
-    OPERATOR_TYPE = _RESAMPLE1.operator_type
-    OPERATOR_VALUE = _RESAMPLE1.operator_value
-    FEATURE_LEVEL = _RESAMPLE1.feature_level
-    INPUTS = ("input_tensor",)
-    OUTPUTS = ("output_tensor",)
 
 
 @dataclass(frozen=True)
@@ -660,11 +658,6 @@ class Resample2Desc(_ResampleOperator):
     output_pixel_offsets: tuple[float, ...]
 
     OP = _RESAMPLE2
-    OPERATOR_TYPE = _RESAMPLE2.operator_type
-    OPERATOR_VALUE = _RESAMPLE2.operator_value
-    FEATURE_LEVEL = _RESAMPLE2.feature_level
-    INPUTS = ("input_tensor",)
-    OUTPUTS = ("output_tensor",)
 
 
 @dataclass(frozen=True)
@@ -687,11 +680,6 @@ class ResampleGradDesc(_ResampleOperator):
     offset_convention: str = field(default="per-tensor", kw_only=True)
 
     OP = _RESAMPLE_GRAD
-    OPERATOR_TYPE = _RESAMPLE_GRAD.operator_type
-    OPERATOR_VALUE = _RESAMPLE_GRAD.operator_value
-    FEATURE_LEVEL = _RESAMPLE_GRAD.feature_level
-    INPUTS = ("input_gradient_tensor",)
-    OUTPUTS = ("output_gradient_tensor",)
 
 
 @dataclass(frozen=True)
@@ -712,11 +700,6 @@ class ResampleGrad1Desc(_ResampleOperator):
     offset_convention: str = field(default="per-tensor", kw_only=True)
 
     OP = _RESAMPLE_GRAD1
-    OPERATOR_TYPE = _RESAMPLE_GRAD1.operator_type
-    OPERATOR_VALUE = _RESAMPLE_GRAD1.operator_value
-    FEATURE_LEVEL = _RESAMPLE_GRAD1.feature_level
-    INPUTS = ("input_gradient_tensor",)
-    OUTPUTS = ("output_gradient_tensor",)
 
 
 # --- registry (gradops ops / gradops run) -----------------------------------------------------
