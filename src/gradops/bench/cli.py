@@ -20,10 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"only these workloads ({' '.join(WORKLOAD_IDS)})")
     parser.add_argument("--peers", nargs="*", metavar="PEER", choices=tuple(PEERS), default=None,
                         help=f"peers to run (default: all installed of {' '.join(PEERS)}); none for gradops only")
-    parser.add_argument("--reps", type=int, default=7, help="timed calls per variant (at least 7 for a "
-                        "real measurement; default 7)")
-    parser.add_argument("--quick", action="store_true", help="small shapes with the same parameters "
-                        "(tests, smoke runs)")
+    parser.add_argument("--reps", type=int, default=7, help="timed calls per variant, at least (default 7); "
+                        "short calls repeat for 0.3 s after 0.2 s of warm-up")
+    parser.add_argument("--quick", action="store_true", help="small shapes with the same parameters, no "
+                        "minimum times (tests, smoke runs)")
     parser.add_argument("--json", metavar="FILE", help="write the full results (every variant, every call)")
     parser.add_argument("--png", metavar="FILE", help="bar chart of gradops / fastest peer (needs matplotlib)")
     parser.add_argument("--markdown", metavar="FILE", help="the timing tables as one Markdown table")
