@@ -83,3 +83,10 @@ def transpose_taps(index: np.ndarray, weight: np.ndarray, n_in: int) -> tuple[np
     ptr = np.zeros(n_in + 1, dtype=np.int64)
     np.cumsum(np.bincount(inputs, minlength=n_in), out=ptr[1:])
     return ptr, outputs[order], weights[order]
+
+
+def tap_key(index: np.ndarray, weight: np.ndarray) -> tuple[bytes, bytes]:
+    """One axis's taps as bytes (int64 indices, float32 weights): a hashable cache key, the form
+    in which the fast backend receives and caches its tables."""
+    return (np.ascontiguousarray(index, dtype=np.int64).tobytes(),
+            np.ascontiguousarray(weight, dtype=np.float32).tobytes())

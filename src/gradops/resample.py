@@ -33,7 +33,7 @@ import numpy as np
 
 from ._arrays import check_input, prepare_out
 from ._backend import resolve_backend
-from ._resample_plan import Rule, axis_taps
+from ._resample_plan import Rule, axis_taps, tap_key
 from .dml import DataType, FeatureLevel, OperatorDesc, TensorDesc, dml_name, require_feature_level
 from .errors import DataTypeError, DescriptorError, ShapeError, UnsupportedError
 from .registry import OpInfo, run_dml_json
@@ -200,9 +200,7 @@ class _Plan:
     tap_key: tuple[tuple[bytes, bytes], ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tap_key", tuple(
-            (np.ascontiguousarray(index, np.int64).tobytes(), np.ascontiguousarray(weight, np.float32).tobytes())
-            for index, weight in self.taps))
+        object.__setattr__(self, "tap_key", tuple(tap_key(index, weight) for index, weight in self.taps))
 
 
 # Plans of recent NumPy calls, by their exact arguments (with types: True == 1 == 1.0 as dict

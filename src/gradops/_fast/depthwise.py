@@ -291,6 +291,19 @@ def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes):
 
 
 @njit(inline="always")
+def _channel_tail(acc, a, step, width, positions, src, so, shift, wt, taps, count, k0):
+    """Channels ``k0 .. width`` (fewer than a vector) of ``positions`` positions, one scalar sum
+    each: ``acc[a + p*step + k] = +0 + sum over t, in order, of src[so[t] + shift + p*width + k] *
+    wt[taps[t] + k]``, the products and additions a vector lane would make."""
+    for p in range(positions):
+        for k in range(k0, width):
+            total = _ZERO
+            for t in range(count):
+                total = total + src[so[t] + shift + p * width + k] * wt[taps[t] + k]
+            acc[a + p * step + k] = total
+
+
+@njit(inline="always")
 def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted):
     """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*width + j] *
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
@@ -323,12 +336,7 @@ def _taps_blocked(acc, a0, step, width, n_pos, src, so, wt, taps, count, shifted
                     b = simd.muladd(b, simd.load(src, shifted[t] + j), simd.load(wt, taps[t] + j))
                 simd.store(acc, a + j, b)
                 j += lanes
-        for p in range(block):
-            for k in range(j, width):
-                total = _ZERO
-                for t in range(count):
-                    total = total + src[shifted[t] + p * width + k] * wt[taps[t] + k]
-                acc[a + p * step + k] = total
+        _channel_tail(acc, a, step, width, block, src, shifted, 0, wt, taps, count, j)
         q += block
 
 
@@ -470,12 +478,7 @@ def _taps_rows(acc, a0, step, width, n_pos, src, so, wt, taps, count, rows, low)
             else:
                 _rows5_8x1(acc, a0 + q * step, step, width, src, low, wt, taps, j, count, rows > 0)
             j += lanes
-        for p in range(8):
-            for k in range(j, width):
-                total = _ZERO
-                for t in range(count):
-                    total = total + src[so[t] + (q + p) * width + k] * wt[taps[t] + k]
-                acc[a0 + (q + p) * step + k] = total
+        _channel_tail(acc, a0 + q * step, step, width, 8, src, so, q * width, wt, taps, count, j)
     return blocked
 
 

@@ -49,7 +49,7 @@ from numba import njit, types
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.extending import overload
 
-from .._resample_plan import transpose_taps
+from .._resample_plan import tap_key, transpose_taps
 from . import half
 from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, element_aligned, flat_view
@@ -692,12 +692,6 @@ def _longest_run(mask: np.ndarray, align: int) -> tuple[int, int]:
     return int(starts[longest]), int(stops[longest])
 
 
-def _key(taps: tuple[np.ndarray, np.ndarray]) -> tuple[bytes, bytes]:
-    index, weight = taps
-    return (np.ascontiguousarray(index, dtype=np.int64).tobytes(),
-            np.ascontiguousarray(weight, dtype=np.float32).tobytes())
-
-
 def _identity_taps(n: int) -> tuple[np.ndarray, np.ndarray]:
     index = np.repeat(np.arange(n, dtype=np.int64)[:, None], 2, axis=1)
     weight = np.zeros((n, 2), dtype=np.float32)
@@ -738,7 +732,7 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tup
     # Everything but the data pointers depends on the geometry only: planned once per geometry.
     axes, items, src_offset, dst_offset, static = _contract_plan(
         transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
-        key if key is not None else tuple(_key(t) for t in taps))
+        key if key is not None else tuple(tap_key(*t) for t in taps))
     share(_contract, items, src.nbytes + dst.nbytes, _flat_buffer(src, axes), src_offset, static[0],
           _flat_buffer(dst, axes), dst_offset, *static[1:])
 
@@ -787,12 +781,12 @@ def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_sh
     dst_view = dst.transpose(axes[0])[axes[1]]
     _, dst_offset, dst_strides = _flat(dst_view)
     dst_shape = np.array(dst_view.shape, dtype=np.int64)
-    outer_tables = [_outer_table(*_key(taps[d]), n_in[d], transpose) if d is not None
-                    else _outer_table(*_key(_identity_taps(1)), 1, transpose) for d in outer]
+    outer_tables = [_outer_table(*tap_key(*taps[d]), n_in[d], transpose) if d is not None
+                    else _outer_table(*tap_key(*_identity_taps(1)), 1, transpose) for d in outer]
     units = int(dst_shape[4])
     block_columns = max(1, _ROW_ELEMENTS // units)
     block_first, block_count, slot, slot_weight, affine, affine_base, affine_weight = _column_table(
-        *_key(taps[column]), n_in[column], transpose, block_columns)
+        *tap_key(*taps[column]), n_in[column], transpose, block_columns)
     weighted = not (all(np.all(table[2] == 1) for table in outer_tables) and np.all(slot_weight[slot != 0] == 1))
     max_taps = max(1, int(np.prod([np.diff(table[0]).max() for table in outer_tables])))
     static = (src_strides, dst_strides, dst_shape, *outer_tables[0], *outer_tables[1], *outer_tables[2],
@@ -807,7 +801,7 @@ def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | No
     """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
     (SPEC 3.3/3.4), ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``: rank 1..4,
     float32 or float16 (the same), any strides; ``out`` must not overlap ``x``. ``key``: the taps
-    as bytes (``_key`` of each), if the caller keeps them."""
+    as bytes (``tap_key`` of each), if the caller keeps them."""
     if all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps):
         _select_nearest(x, out, taps)
         return

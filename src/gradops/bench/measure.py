@@ -90,10 +90,10 @@ def time_variant(variant: Variant, *, reps: int, reference: np.ndarray | None, t
         del result
         gc.collect()
         warm_until = time.perf_counter() + (WARMUP_S if settle else 0.0)
-        for calls in range(1, 1 << 30):
+        calls = 0
+        while calls < WARMUP_CALLS or time.perf_counter() < warm_until:
             call()
-            if calls >= WARMUP_CALLS and time.perf_counter() >= warm_until:
-                break
+            calls += 1
         gc.disable()
         try:
             times = []
