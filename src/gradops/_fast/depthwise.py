@@ -538,14 +538,19 @@ def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratc
 
 
 @njit(inline="always")
-def _column_taps(kx, dil_w, pad_left, stride_w, out_w, in_w):
-    """Columns of filter column kx: ``ix = ox*stride_w + shift`` for ox in [ox_lo, ox_hi) lands in
-    [0, in_w); residue plane r = shift mod stride_w holds ix at q = ox + q_shift."""
-    shift = kx * dil_w - pad_left
-    ox_lo = max(0, -(shift // stride_w))
-    ox_hi = min(out_w, (in_w - 1 - shift) // stride_w + 1)
-    r = shift % stride_w
-    return ox_lo, ox_hi, r, (shift - r) // stride_w
+def _column_taps(fw, dil_w, pad_left, stride_w, out_w, in_w):
+    """Row kx = (ox_lo, ox_hi, r, q_shift) for filter column kx: ``ix = ox*stride_w + shift`` for
+    ox in [ox_lo, ox_hi) lands in [0, in_w); residue plane r = shift mod stride_w holds ix at q =
+    ox + q_shift. The same for every row, so computed once per call (it takes four divisions)."""
+    table = np.empty((fw, 4), np.int64)
+    for kx in range(fw):
+        shift = kx * dil_w - pad_left
+        r = shift % stride_w
+        table[kx, 0] = max(0, -(shift // stride_w))
+        table[kx, 1] = min(out_w, (in_w - 1 - shift) // stride_w + 1)
+        table[kx, 2] = r
+        table[kx, 3] = (shift - r) // stride_w
+    return table
 
 
 # --- staging: source rows -> float rows of the canonical layout ------------------------------
@@ -597,6 +602,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
     ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
     jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
     acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
+    columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
     seen = begin(epoch, role)
     items = n_batch * jobs_per_image
     while True:
@@ -639,7 +645,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                                 _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
                                                      sw, plane_len, pitch, ring, row, kind)
                     for kx in range(fw):
-                        ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                        ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
                         if ox_hi <= ox_lo:
                             continue
                         lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
@@ -686,6 +692,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
     ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
+    columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
     seen = begin(epoch, role)
     items = n_batch * jobs_per_image
     while True:
@@ -736,7 +743,8 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                     _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
                                                          1, 1, out_w, pitch, ring, row, kind)
                         for kx in range(fw):
-                            ox_lo, ox_hi, kx_plane, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                            ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
+                            q_shift = columns[kx, 3]
                             if kx_plane != r or ox_hi <= ox_lo:
                                 continue
                             # dx column q = ox + q_shift of plane r reads dy column ox
@@ -904,6 +912,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
     ring_rows = (fh - 1) * dh + 1
     chunks = partial.shape[0]
     rows = n_batch * out_h
+    columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
     seen = begin(epoch, role)
     items = chunks
     while True:
@@ -952,7 +961,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
                                 _stage_channels_last(x, x_off + b * x_st[0] + iy * x_st[1], x_st[2], x_st[3], in_w,
                                                      chans, mult, sw, plane_len, chans * mult, ring, x_row, kind)
                     for kx in range(fw):
-                        ox_lo, ox_hi, r, q_shift = _column_taps(kx, dw, pl, sw, out_w, in_w)
+                        ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
                         if ox_hi <= ox_lo:
                             continue
                         t = ky * fw + kx
