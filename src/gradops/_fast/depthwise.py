@@ -472,11 +472,18 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
         for r in range(count // size):  # the lowest source position a row of taps reads
             low[r] = so[size * r] + q * pitch - (0 if rows > 0 else (size - 1) * pitch)
         j = 0
+        # four call sites, each with a constant direction: a direction tested inside the tap loop
+        # keeps both variants' registers live and spills them (21 against 37 GMAC/s for 5 taps)
         while j + lanes <= width:
-            if size == 3:
-                _rows3_8x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, rows > 0)
+            a = a0 + q * step
+            if rows == 3:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True)
+            elif rows == -3:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False)
+            elif rows == 5:
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True)
             else:
-                _rows5_8x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, rows > 0)
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False)
             j += lanes
         _channel_tail(acc, a0 + q * step, step, width, pitch, 8, src, so, q * pitch, wt, taps, count, j)
     return blocked
