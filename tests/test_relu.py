@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numba import njit
 
 import gradops
 from gradops import (ActivationReluDesc, ActivationReluGradDesc, AliasingError, DataTypeError,
                      FeatureLevelError, ShapeError, TensorDesc, relu, relu_grad)
+from gradops._fast import relu as fast_relu
 
 BACKENDS = ["reference", "fast"]
 FLOATS = [np.float32, np.float16]
@@ -302,3 +305,23 @@ def test_large_dense_arrays_at_every_alignment(backend, dtype):
         relu_grad(x[shift:shift + n], dy[:n], out=out[shift:shift + n], backend=backend)
         np.testing.assert_array_equal(bits(out[shift:shift + n]), bits(expected_select(x[shift:shift + n], dy[:n])))
         assert (out[:shift] == 5).all() and (out[shift + n:] == 5).all()
+
+
+def test_store_fence_compiles_for_arm(monkeypatch):
+    """The streaming path's fence, built as on a non-x86 machine, is portable IR that LLVM can
+    compile for aarch64 (the x86 ``sfence`` intrinsic aborts the process there: "Cannot select")."""
+    monkeypatch.setattr(fast_relu, "_X86", False)
+
+    @njit
+    def fence_only():
+        fast_relu._store_fence()
+
+    fence_only()
+    ir_text = fence_only.inspect_llvm(fence_only.signatures[0])
+    assert "llvm.x86" not in ir_text and "fence seq_cst" in ir_text
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    module = llvm.parse_assembly(ir_text)
+    module.triple = "aarch64-unknown-linux-gnu"
+    machine = llvm.Target.from_triple(module.triple).create_target_machine()
+    assert "dmb" in machine.emit_assembly(module)

@@ -9,6 +9,7 @@ for a signed integer it is ``0 < b <= max``.
 from __future__ import annotations
 
 import math
+import platform
 
 import numpy as np
 from llvmlite import ir
@@ -30,7 +31,7 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
 # non-temporal store skips that read and moves three. Used for outputs well beyond the cache.
 _VECTOR_BYTES = 32
 _STREAMING_THRESHOLD_BYTES = 16 << 20  # the L3 here is 32 MiB, shared by both cores
-_STREAMING_CHUNK_VECTORS = 4096  # vectors per job; an sfence ends each chunk of jobs
+_STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
 
 
@@ -66,14 +67,22 @@ def _select_vector_nontemporal(typingctx, x, value, out, start, limit):
     return sig, codegen
 
 
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
 @intrinsic
 def _store_fence(typingctx):
-    """``sfence``: make the preceding non-temporal stores visible before the parallel join."""
+    """Make the preceding non-temporal stores visible before the job is reported done: ``sfence``
+    on x86 (a locked instruction need not order write-combining stores there), a full fence in
+    portable IR elsewhere (``llvm.x86.sse.sfence`` does not compile for other targets)."""
     sig = types.void()
 
     def codegen(context, builder, signature, args):
-        fence = builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=ir.FunctionType(ir.VoidType(), []))
-        builder.call(fence, [])
+        if _X86:
+            fence = builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fence, [])
+        else:
+            builder.fence("seq_cst")
         return context.get_dummy_value()
 
     return sig, codegen
@@ -89,7 +98,7 @@ def _select_run(x, value, out, start, stop, limit):
 @njit(cache=True, nogil=True)
 def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit):
     """Whole vectors written with non-temporal stores, ``_STREAMING_CHUNK_VECTORS`` per job; the
-    unaligned head and the tail go with the first and last job. An ``sfence`` ends each chunk."""
+    unaligned head and the tail go with the first and last job. A store fence ends each chunk."""
     seen = begin(epoch, role)
     n = out.size
     lanes = _VECTOR_BYTES // out.itemsize
