@@ -40,3 +40,18 @@ def test_vector_lanes_match_scalar_arithmetic(dtype, lanes, start):
         expected = expected + x[start + t * width:start + (t + 1) * width] * w[t * width:(t + 1) * width]
     np.testing.assert_array_equal(out, expected)
     assert not np.signbit(out[:lanes]).any() and np.all(out[lanes:] != 0)
+
+
+@njit
+def _sum_with_prefetch(x, ahead):
+    total = 0.0
+    for i in range(x.size):
+        simd.prefetch(x, min(i + ahead, x.size - 1))
+        total += x[i]
+    return total
+
+
+def test_prefetch_is_a_hint_only():
+    x = np.arange(1000, dtype=np.float32)
+    assert _sum_with_prefetch(x, 16) == float(x.sum(dtype=np.float64))
+    assert "llvm.prefetch" in _sum_with_prefetch.inspect_llvm(_sum_with_prefetch.signatures[0])

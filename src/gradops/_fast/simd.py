@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 VECTOR_BYTES = 64
@@ -109,3 +110,25 @@ def muladd(typingctx, acc, x, w):
     def codegen(context, builder, signature, args):
         return builder.fadd(args[0], builder.fmul(args[1], args[2]))
     return acc(acc, x, w), codegen
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Start loading the cache line of ``array[index]`` in the background (a hint: no fault, no
+    effect on results), so that a later load finds it in the cache."""
+    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        byte_pointer = ir.IntType(8).as_pointer()
+        data = builder.bitcast(context.make_array(signature.args[0])(context, builder, args[0]).data, byte_pointer)
+        offset = builder.mul(context.cast(builder, args[1], signature.args[1], types.intp),
+                             context.get_constant(types.intp, array.dtype.bitwidth // 8))
+        int32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), "llvm.prefetch.p0")
+        # (address, 0 = read, locality 3 = keep in every cache level, 1 = data)
+        builder.call(function, [builder.gep(data, [offset]), ir.Constant(int32, 0), ir.Constant(int32, 3),
+                                ir.Constant(int32, 1)])
+        return context.get_dummy_value()
+    return types.void(array, index), codegen
