@@ -13,7 +13,9 @@ How the work is laid out:
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
-  contiguous run of (position, k) and a SIMD vector spans consecutive k. ``planar`` rows (chosen
+  contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
+  weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
+  where C*M would map a column of positions onto a few L1 sets). ``planar`` rows (chosen
   when W is the unit-stride axis, e.g. NCHW) are
   ``[k][position]`` with one scalar weight per (k, tap). Planar with stride 1 and finite weights
   goes further: each tap is one run over a whole block of rows (``_planar_blocks_kernel``).
