@@ -212,6 +212,20 @@ def test_suite_shapes_scaled_down():
             run_all(case, np.dtype(np.float32), (layout, layout), rng)
 
 
+@pytest.mark.parametrize("dtype, c, m", [(np.dtype(np.float64), 32, 2), (np.dtype(np.float16), 128, 2),
+                                         (BF16, 256, 1)], ids=["float64", "float16", "bfloat16"])
+def test_padded_pitch_rows_other_types(dtype, c, m):
+    """Rows whose C*M accumulators span a multiple of 512 bytes (64 float64, 128 float32) are
+    staged at a padded pitch (``_pitch``); the other accumulator and storage types against brute
+    force, with 3x3 and 5x5 filter rows and the edges."""
+    rng = np.random.default_rng(c)
+    for k in (3, 5):
+        case = dict(n=1, h=9, w=13, c=c, m=m, fh=k, fw=k, stride=(1, 1), dil=(1, 1),
+                    pad=(k // 2, k // 2), oh=9, ow=13)
+        for layout in ("NHWC", "strided"):
+            run_all(case, dtype, (layout, layout), rng)
+
+
 def test_thread_count_does_not_change_bits():
     case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
     threads = numba.get_num_threads()
