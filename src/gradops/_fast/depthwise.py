@@ -478,7 +478,8 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
         for r in range(count // size):  # the lowest source position a row of taps reads
             low[r] = so[size * r] + q * pitch - (0 if rows > 0 else (size - 1) * pitch)
         if prefetch:
-            for r in (0, count // size - 1):
+            last = count // size - 1
+            for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
                 ahead = low[r] + _PREFETCH_POSITIONS * pitch
                 for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
                     simd.prefetch(src, e)
@@ -525,8 +526,8 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
                               shifted, prefetch)
             for t in range(count):
                 sub_so[t] += done * pitch
-        _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap, count,
-                      shifted)
+        _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
+                      count, shifted)
 
 
 @njit
@@ -778,11 +779,11 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                             _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                                k * channel_stride, weight, lo, hi, nt, scratch)
                     elif direct_out:  # positions r, r + sw, ... of the dx row itself
-                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap, lo, hi,
-                                            nt, wv, scratch, direct_in)
-                    else:  # residue plane r of the row buffer, [r][q][k]
-                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so, tap,
+                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
                                             lo, hi, nt, wv, scratch, direct_in)
+                    else:  # residue plane r of the row buffer, [r][q][k]
+                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
+                                            tap, lo, hi, nt, wv, scratch, direct_in)
                 if not direct_out:
                     _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
         finish(counters)

@@ -36,46 +36,32 @@ def _hardware_half() -> bool:
 HARDWARE_HALF = _hardware_half()
 
 
-@intrinsic
-def half_bits_to_float(typingctx, bits):
-    """float16 bits -> float32 with LLVM's ``fpext half``."""
-    if bits != types.uint16:
-        return None
+def _conversion(name: str, argument, result, emit, doc: str):
+    """An intrinsic ``result(argument)`` whose body is the one LLVM instruction ``emit`` builds."""
+    def convert(typingctx, value):
+        if value != argument:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-    return types.float32(bits), codegen
-
-
-@intrinsic
-def float_to_half_bits(typingctx, value):
-    """float32 -> float16 bits with LLVM's ``fptrunc`` (round to nearest even)."""
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
-    return types.uint16(value), codegen
+        def codegen(context, builder, signature, args):
+            return emit(builder, args[0])
+        return result(argument), codegen
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = doc
+    return intrinsic(convert)
 
 
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    if bits != types.uint32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.uint32), codegen
-
-
-@intrinsic
-def _bits_from_f32(typingctx, value):
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.uint32(types.float32), codegen
+half_bits_to_float = _conversion(
+    "half_bits_to_float", types.uint16, types.float32,
+    lambda b, v: b.fpext(b.bitcast(v, ir.HalfType()), ir.FloatType()),
+    "float16 bits -> float32 with LLVM's ``fpext half``.")
+float_to_half_bits = _conversion(
+    "float_to_half_bits", types.float32, types.uint16,
+    lambda b, v: b.bitcast(b.fptrunc(v, ir.HalfType()), ir.IntType(16)),
+    "float32 -> float16 bits with LLVM's ``fptrunc`` (round to nearest even).")
+_f32_from_bits = _conversion("_f32_from_bits", types.uint32, types.float32,
+                             lambda b, v: b.bitcast(v, ir.FloatType()), "uint32 bits -> float32.")
+_bits_from_f32 = _conversion("_bits_from_f32", types.float32, types.uint32,
+                             lambda b, v: b.bitcast(v, ir.IntType(32)), "float32 -> uint32 bits.")
 
 
 # The conversions work on uint32 and truncate after every operation (numba widens integer
