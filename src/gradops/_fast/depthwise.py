@@ -204,7 +204,7 @@ def _scaled4(acc, a0, n, src, s0, s1, s2, s3, f0, f1, f2, f3, first):
             a[j] = a[j] + x0[j] * f0 + x1[j] * f1 + x2[j] * f2 + x3[j] * f3
 
 
-@njit
+@njit(inline="always")
 def _insert_sorted(values, count, value):
     """Insert ``value`` into the sorted distinct ``values[:count]``; return the new count."""
     position = count
@@ -218,7 +218,7 @@ def _insert_sorted(values, count, value):
     return count + 1
 
 
-@njit
+@njit(inline="always")
 def _segments(lo, hi, nt, n_pos, bounds):
     """Sort the distinct column bounds 0, n_pos, lo[t], hi[t] into ``bounds``; return how many.
     Between two consecutive bounds each tap reaches every column or none."""
@@ -501,7 +501,9 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     return blocked
 
 
-@njit(inline="always")
+# Compiled once per type signature and called, not inlined into its four call sites: the kernels
+# compile a quarter faster (float32 backprop input 34 -> 25.5 s), with no loss at run time.
+@njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
