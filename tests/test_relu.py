@@ -13,7 +13,7 @@ from numba import njit
 import gradops
 from gradops import (ActivationReluDesc, ActivationReluGradDesc, AliasingError, DataTypeError,
                      FeatureLevelError, ShapeError, TensorDesc, relu, relu_grad)
-from gradops._fast import relu as fast_relu
+from gradops._fast import simd
 
 BACKENDS = ["reference", "fast"]
 FLOATS = [np.float32, np.float16]
@@ -310,11 +310,11 @@ def test_large_dense_arrays_at_every_alignment(backend, dtype):
 def test_store_fence_compiles_for_arm(monkeypatch):
     """The streaming path's fence, built as on a non-x86 machine, is portable IR that LLVM can
     compile for aarch64 (the x86 ``sfence`` intrinsic aborts the process there: "Cannot select")."""
-    monkeypatch.setattr(fast_relu, "_X86", False)
+    monkeypatch.setattr(simd, "_X86", False)
 
     @njit
     def fence_only():
-        fast_relu._store_fence()
+        simd.store_fence()
 
     fence_only()
     ir_text = fence_only.inspect_llvm(fence_only.signatures[0])

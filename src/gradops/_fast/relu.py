@@ -9,13 +9,13 @@ for a signed integer it is ``0 < b <= max``.
 from __future__ import annotations
 
 import math
-import platform
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from . import simd
 from .pool import begin, claim, end, finish, share
 from .strided import aligned_input, coalesce, element_aligned, flat_view
 
@@ -26,11 +26,9 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
 }
 
 
-# Streaming stores: a normal store first reads the destination line (read-for-ownership), so a
-# kernel reading two arrays and writing one moves four array-sizes over the memory bus; a
-# non-temporal store skips that read and moves three. Used for outputs well beyond the cache.
+# Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
+# three array-sizes over the memory bus instead of four.
 _VECTOR_BYTES = 32
-_STREAMING_THRESHOLD_BYTES = 16 << 20  # the L3 here is 32 MiB, shared by both cores
 _STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
 
@@ -67,27 +65,6 @@ def _select_vector_nontemporal(typingctx, x, value, out, start, limit):
     return sig, codegen
 
 
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-
-
-@intrinsic
-def _store_fence(typingctx):
-    """Make the preceding non-temporal stores visible before the job is reported done: ``sfence``
-    on x86 (a locked instruction need not order write-combining stores there), a full fence in
-    portable IR elsewhere (``llvm.x86.sse.sfence`` does not compile for other targets)."""
-    sig = types.void()
-
-    def codegen(context, builder, signature, args):
-        if _X86:
-            fence = builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=ir.FunctionType(ir.VoidType(), []))
-            builder.call(fence, [])
-        else:
-            builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 @njit(inline="always")
 def _select_run(x, value, out, start, stop, limit):
     for i in range(start, stop):
@@ -115,7 +92,7 @@ def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit)
             _select_run(x, value, out, 0, head, limit)
         for v in range(first_job * _STREAMING_CHUNK_VECTORS, min(last_job * _STREAMING_CHUNK_VECTORS, vectors)):
             _select_vector_nontemporal(x, value, out, head + v * lanes, limit)
-        _store_fence()
+        simd.store_fence()
         if chunk == chunks - 1:
             _select_run(x, value, out, head + vectors * lanes, n, limit)
         finish(counters)
@@ -179,7 +156,7 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         # One dense run in the same memory order for all three: the buffers line up element
         # for element from their lowest addresses.
         moved = 3 * out.nbytes
-        if out.nbytes >= _STREAMING_THRESHOLD_BYTES and out.ctypes.data % elem == 0:
+        if out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % elem == 0:
             vectors = out.nbytes // _VECTOR_BYTES
             share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x_buf, v_buf, o_buf, limit)
         else:

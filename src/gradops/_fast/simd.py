@@ -14,12 +14,20 @@ as the scalar expression ``acc + x * w``. Loads and stores assume unit-stride 1-
 
 from __future__ import annotations
 
+import platform
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 VECTOR_BYTES = 64
+# Outputs at least this large are written with non-temporal stores (``store_stream``): a normal
+# store first reads the destination line (read for ownership), so a kernel reading one array and
+# writing one moves three array-sizes over the memory bus. Smaller outputs stay in the cache,
+# where the next operator finds them (the L3 here is 32 MiB, shared by both cores).
+STREAMING_THRESHOLD_BYTES = 16 << 20
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 class FloatVector(types.Type):
@@ -102,6 +110,23 @@ def store(typingctx, array, index, value):
 
 
 @intrinsic
+def store_stream(typingctx, array, index, value):
+    """``store`` with a non-temporal hint: the line is written without first being read for
+    ownership. ``array[index]`` must be 64-byte aligned, and the whole line written."""
+    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
+            and value.dtype == array.dtype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(signature.args[2])
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+        store = builder.store(args[2], pointer, align=VECTOR_BYTES)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
 def muladd(typingctx, acc, x, w):
     """``acc + x * w`` per lane: a multiply, then an add (two roundings, as the scalar code)."""
     if not (isinstance(acc, FloatVector) and acc == x == w):
@@ -132,3 +157,21 @@ def prefetch(typingctx, array, index):
                                 ir.Constant(int32, 1)])
         return context.get_dummy_value()
     return types.void(array, index), codegen
+
+
+@intrinsic
+def store_fence(typingctx):
+    """Make the preceding non-temporal stores visible before a job is reported done: ``sfence``
+    on x86 (a locked instruction need not order write-combining stores there), a full fence in
+    portable IR elsewhere (``llvm.x86.sse.sfence`` does not compile for other targets)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        if _X86:
+            fence = builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fence, [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return sig, codegen
