@@ -12,6 +12,7 @@ How the work is laid out:
   rows a job needs are converted once into a small ring of float rows (``_stage_*``), or read in
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
+  A strided dx beyond the cache is summed in a row buffer and streamed out (non-temporal stores).
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
   weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
