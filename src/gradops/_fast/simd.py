@@ -94,36 +94,29 @@ def load(typingctx, array, index):
     return vector_type(array, index), codegen
 
 
-@intrinsic
-def store(typingctx, array, index, value):
-    """``array[index : index + lanes] = value``."""
-    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
-            and value.dtype == array.dtype):
-        return None
+def _store_intrinsic(streaming: bool, doc: str):
+    """A vector store intrinsic; ``streaming`` adds the non-temporal hint and 64-byte alignment."""
+    def store(typingctx, array, index, value):
+        if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
+                and value.dtype == array.dtype):
+            return None
 
-    def codegen(context, builder, signature, args):
-        vector = context.get_value_type(signature.args[2])
-        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
-        builder.store(args[2], pointer, align=array.dtype.bitwidth // 8)
-        return context.get_dummy_value()
-    return types.void(array, index, value), codegen
+        def codegen(context, builder, signature, args):
+            vector = context.get_value_type(signature.args[2])
+            pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+            written = builder.store(args[2], pointer,
+                                    align=VECTOR_BYTES if streaming else array.dtype.bitwidth // 8)
+            if streaming:
+                written.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+            return context.get_dummy_value()
+        return types.void(array, index, value), codegen
+    store.__doc__ = doc
+    return intrinsic(store)
 
 
-@intrinsic
-def store_stream(typingctx, array, index, value):
-    """``store`` with a non-temporal hint: the line is written without first being read for
-    ownership. ``array[index]`` must be 64-byte aligned, and the whole line written."""
-    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
-            and value.dtype == array.dtype):
-        return None
-
-    def codegen(context, builder, signature, args):
-        vector = context.get_value_type(signature.args[2])
-        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
-        store = builder.store(args[2], pointer, align=VECTOR_BYTES)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-        return context.get_dummy_value()
-    return types.void(array, index, value), codegen
+store = _store_intrinsic(False, """``array[index : index + lanes] = value``.""")
+store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the line is written without
+first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
 
 
 @intrinsic
