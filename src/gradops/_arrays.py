@@ -36,16 +36,15 @@ def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:
 def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Sequence[int]) -> np.ndarray:
     """An input array (see :func:`as_array`) of a supported dtype and rank."""
     value = as_array(name, value, dtypes)
-    if value.dtype not in [np.dtype(d) for d in dtypes]:
+    if value.dtype not in dtypes:  # a dtype equals its scalar type: np.dtype("float32") == np.float32
         raise DataTypeError.expected(f"{name}.dtype", dtype_names(dtypes), str(value.dtype))
     if value.ndim not in ranks:
         lo, hi = min(ranks), max(ranks)
         raise ShapeError.expected(f"{name}.ndim", f"a rank in {lo}..{hi}" if lo != hi else f"rank {lo}",
                                   value.ndim)
-    for d, n in enumerate(value.shape):
-        if n < 1:
-            raise ShapeError.expected(f"{name}.shape[{d}]", "a size >= 1 (DirectML sizes are never 0)",
-                                      value.shape)
+    if 0 in value.shape:
+        raise ShapeError.expected(f"{name}.shape[{value.shape.index(0)}]",
+                                  "a size >= 1 (DirectML sizes are never 0)", value.shape)
     return value
 
 

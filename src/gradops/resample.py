@@ -101,7 +101,8 @@ def _enum_member(cls: type[enum.IntEnum], value: Any, prefix: str, aliases: Mapp
 
 # --- parameter validation (shared by the NumPy functions and the descriptors) ---------------
 
-@dataclass(frozen=True)
+# Singletons, hashed by identity (cheap as part of the plan cache's key, see ``_plan``).
+@dataclass(frozen=True, eq=False)
 class _Op:
     """What distinguishes the five operators."""
 
@@ -121,7 +122,7 @@ _RESAMPLE_GRAD = _Op("DML_OPERATOR_RESAMPLE_GRAD", 134, FeatureLevel.FL_3_0, ran
 _RESAMPLE_GRAD1 = _Op("DML_OPERATOR_RESAMPLE_GRAD1", 162, FeatureLevel.FL_5_1, range(1, 5), True, True, True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Fields:
     """How errors name each parameter: NumPy argument names or DirectML struct fields."""
 
@@ -165,6 +166,9 @@ def _float32_values(field: str, values: Any, count: int, count_label: str, *, po
 
 def _sizes(field: str, value: Any, rank: int, rank_label: str) -> tuple[int, ...]:
     """Sizes of ``rank`` axes, each an integer >= 1 (DirectML sizes are never 0)."""
+    if type(value) is tuple and len(value) == rank and all(type(size) is int and 1 <= size <= 2**32 - 1
+                                                          for size in value):
+        return value  # the common case, checked in one pass
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise ShapeError.expected(field, f"a sequence of {rank} sizes", value)
     if len(value) != rank:
@@ -211,14 +215,14 @@ _PLAN_CACHE_LOCK = threading.Lock()
 
 
 def _argument_key(value: Any) -> Hashable:
+    """``value`` with its type and its items' types. Unhashable values raise TypeError when the
+    key is hashed: that call is planned without the cache."""
     kind = type(value)
     if kind is tuple or kind is list:
-        items = tuple(value)
-        hash(items)  # TypeError for unhashable items: that call is planned without the cache
+        items = value if kind is tuple else tuple(value)
         return (tuple, tuple(map(type, items)), items)
     if kind is np.ndarray:
         return (kind, value.dtype.str, value.shape, value.tobytes())
-    hash(value)
     return (kind, value)
 
 
@@ -226,8 +230,7 @@ def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], na
           ) -> _Plan:
     """:func:`_build_plan`, remembered for repeated calls with the same arguments."""
     try:
-        key = (op, forward_in, forward_out, names,
-               *[(name, _argument_key(value)) for name, value in parameters.items()])
+        key = (op, forward_in, forward_out, names, tuple(parameters), tuple(map(_argument_key, parameters.values())))
         plan = _PLAN_CACHE.get(key)
     except TypeError:
         return _build_plan(op, forward_in, forward_out, names, **parameters)

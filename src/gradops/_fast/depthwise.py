@@ -49,13 +49,12 @@ import math
 from typing import Callable
 
 import ml_dtypes
-import numba
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from . import half, simd
-from .pool import begin, claim, end, finish, share
+from .pool import begin, claim, end, finish, share, thread_count
 from .strided import aligned_input, element_aligned, flat_view
 
 _FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
@@ -1136,7 +1135,7 @@ def _rows_per_job(batch: int, rows: int) -> int:
     more, since each job reads the source rows around its block again (a 3x3 filter: 2 rows).
     With 32 jobs instead of 64 on 2 threads, D1, D3 and D4 each took about 6% less time. Results
     do not depend on it: every output row is summed whole inside one job."""
-    return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * numba.get_num_threads()))))
+    return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * thread_count()))))
 
 
 def _geometry(*sizes: int) -> np.ndarray:
