@@ -227,6 +227,21 @@ def test_padded_pitch_rows_other_types(dtype, c, m):
             run_all(case, dtype, (layout, layout), rng)
 
 
+@pytest.mark.parametrize("dtype, c", [(np.dtype(np.float32), 32), (np.dtype(np.float32), 64),
+                                      (np.dtype(np.float64), 16), (np.dtype(np.float64), 32),
+                                      (np.dtype(np.float16), 32), (BF16, 64)],
+                         ids=["float32-32", "float32-64", "float64-16", "float64-32", "float16-32", "bfloat16-64"])
+def test_nine_taps_with_weights_in_registers(dtype, c):
+    """Rows of 9-tap segments whose C*M accumulators span at most 256 bytes in pairs of vectors
+    (``_taps9_2x2``): even and odd interior widths (w - 2 positions), dilation 2, forward and
+    both gradients, against brute force."""
+    rng = np.random.default_rng(c)
+    for w, dil in ((14, 1), (13, 1), (15, 2)):
+        case = dict(n=1, h=7, w=w, c=c, m=1, fh=3, fw=3, stride=(1, 1), dil=(dil, dil), pad=(dil, dil), oh=7, ow=w)
+        for layout in ("NHWC", "strided"):
+            run_all(case, dtype, (layout, layout), rng)
+
+
 def test_thread_count_does_not_change_bits():
     case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
     threads = numba.get_num_threads()
