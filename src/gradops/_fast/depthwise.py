@@ -27,7 +27,9 @@ How the work is laid out:
   splits into segments of columns reached by the same taps. Channels-last segments run in blocks
   of 4 positions x 2 SIMD vectors of k (``_taps_blocked``, with ``simd.py``): 8 sums stay in
   registers over all the taps, so each weight vector is loaded once per block and no partial sum
-  goes through memory. Planar segments take their taps 4 at a time (one load and store of the
+  goes through memory. Whole 3-tap filter rows go 8 positions at a time (``_taps_rows``); the
+  9 taps of a 3x3 filter over rows of at most 256 bytes keep all 18 weight vectors of a pair of
+  k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take their taps 4 at a time (one load and store of the
   accumulator per 4; the first group writes, so nothing is zeroed first). Taps in the padding
   are skipped: they are never multiplied by 0, except in the planar blocks, where that is exact
   (see ``_planar_blocks_kernel``).
@@ -65,7 +67,7 @@ _JOBS_PER_THREAD = 16  # forward / backprop input: jobs handed out dynamically (
 _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps to prefetch
 _LINE = 64  # bytes per cache line
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
-# ``_taps9_2x2``: D1 -15%, D5 -15%, 56x56x64 -13%, D7 -4% in interleaved A/B; wider rows lost
+# ``_taps9_2x2``: D1 -18%, D5 -16%, D7 -9%, 56x56x64 -13% in interleaved A/B; wider rows lost
 # (28x28x128 +3%, 56x56x128 +17%, D3 +11%).
 _WEIGHTS_IN_REGISTERS_BYTES = 256
 
