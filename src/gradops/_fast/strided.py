@@ -13,9 +13,10 @@ def element_aligned(array: np.ndarray) -> bool:
     """Whether every byte stride is a multiple of the item size (false only for hand-made views,
     e.g. one field of a packed structured array). Kernels need aligned views: inputs that are
     not get copied, outputs get computed into a temporary and copied back. NumPy's ALIGNED flag
-    (data and strides of the axes longer than 1 multiples of the dtype's alignment, which is its
-    size for the kernels' number types) answers the common case at once."""
-    return array.flags.aligned or all(s % array.itemsize == 0 for s in array.strides)
+    (data and strides of the axes longer than 1 multiples of the dtype's alignment) answers the
+    common case at once where that alignment is the item size (not float64 on 32-bit x86)."""
+    return (array.flags.aligned and array.dtype.alignment == array.itemsize) or all(
+        s % array.itemsize == 0 for s in array.strides)
 
 
 def aligned_input(array: np.ndarray) -> np.ndarray:
