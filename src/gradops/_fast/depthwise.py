@@ -29,8 +29,9 @@ How the work is laid out:
   registers over all the taps, so each weight vector is loaded once per block and no partial sum
   goes through memory. Whole 3-tap filter rows go 8 positions at a time (``_taps_rows``); the
   9 taps of a 3x3 filter over rows of at most 256 bytes keep all 18 weight vectors of a pair of
-  k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take their taps 4 at a time (one load and store of the
-  accumulator per 4; the first group writes, so nothing is zeroed first). Taps in the padding
+  k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take
+  their taps 4 at a time (one load and store of the accumulator per 4; the first group writes,
+  so nothing is zeroed first). Taps in the padding
   are skipped: they are never multiplied by 0, except in the planar blocks, where that is exact
   (see ``_planar_blocks_kernel``).
 * Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
@@ -519,7 +520,8 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps):
     """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
     weights in registers: per pair of vectors the 18 weight vectors are loaded once, then the
     positions go two at a time (4 sums, each over the 9 taps in order from +0: the same products
-    and additions as every other path)."""
+    and additions as every other path). Returns how many positions it computed (the even part
+    of ``n_pos``; the last of an odd count goes to ``_taps_blocked``)."""
     lanes = simd.lanes(acc)
     s0, s1, s2, s3, s4, s5, s6, s7, s8 = so[0], so[1], so[2], so[3], so[4], so[5], so[6], so[7], so[8]
     for j in range(0, width, 2 * lanes):
@@ -552,15 +554,7 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps):
             simd.store(acc, o + step, b1)
             simd.store(acc, o + step + lanes, c1)
             q += 2
-        if q < n_pos:  # the last of an odd number of positions
-            p = q * pitch + j
-            b0 = simd.zeros(acc)
-            c0 = b0
-            for t in range(9):
-                b0 = simd.muladd(b0, simd.load(src, so[t] + p), simd.load(wt, taps[t] + j))
-                c0 = simd.muladd(c0, simd.load(src, so[t] + p + lanes), simd.load(wt, taps[t] + j + lanes))
-            simd.store(acc, a0 + q * step + j, b0)
-            simd.store(acc, a0 + q * step + j + lanes, c0)
+    return n_pos // 2 * 2
 
 
 # Compiled once per type signature and called, not inlined into its four call sites: the kernels
@@ -583,17 +577,18 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
             for q in range(q0, q1):
                 acc[base + q * step:base + q * step + width] = 0
             continue
+        # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
+        done = 0
         if (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
                 and width % (2 * simd.lanes(acc)) == 0):
-            _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap)
-            continue
-        done = 0
-        rows = _filter_rows(sub_so, count, pitch)
-        if rows != 0:
-            done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count, rows,
-                              shifted, prefetch)
-            for t in range(count):
-                sub_so[t] += done * pitch
+            done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap)
+        else:
+            rows = _filter_rows(sub_so, count, pitch)
+            if rows != 0:
+                done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count,
+                                  rows, shifted, prefetch)
+        for t in range(count):
+            sub_so[t] += done * pitch
         _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
                       count, shifted)
 
