@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gradops.bench.measure import compare
-from gradops.bench.orchestrate import best_machine
+from gradops.bench.orchestrate import best_machine, fastest_rounds
 from gradops.bench.report import best_cell, summarise
 from gradops.bench.runners import Runner
 from gradops.bench.suite import NotAvailable, gradops_function, suite
@@ -206,6 +206,47 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch, capsys):
     # PyTorch rounds P1's exact ties the other way (SPEC 3.7) and matches its own convention.
     assert all(not v["check"]["passed"] and v["check"]["framework_convention"]["passed"] for v in p1_torch)
     assert all(v["check"]["passed"] for v in report["workloads"][1]["results"]["torch"]["variants"])
+
+
+def test_rounds_keep_each_variants_fastest_round():
+    rejected = {"layout": "NCHW", "output": "fresh", "status": "n/a", "reason": "rejected"}
+    first = {"status": "ok", "variants": [_variant("fresh", 0.4), _variant("out", 0.2), rejected]}
+    second = {"status": "ok", "variants": [_variant("fresh", 0.3), _variant("out", 0.25),
+                                           _variant("fresh", 0.9, layout="NCHW")]}
+    failed = {"status": "error", "reason": "worker timed out after 1800 s"}
+    merged = fastest_rounds(fastest_rounds(fastest_rounds(None, first), failed), second)
+    fresh, out, nchw = merged["variants"]
+    assert fresh["median_s"] == 0.3 and fresh["round_medians_s"] == [0.4, 0.3]
+    assert out["median_s"] == 0.2 and out["round_medians_s"] == [0.2, 0.25]
+    assert nchw["median_s"] == 0.9 and nchw["round_medians_s"] == [0.9]  # timed in one round only
+    assert fastest_rounds(failed, first)["variants"][0]["round_medians_s"] == [0.4]
+    assert fastest_rounds(None, failed) == failed
+
+
+def test_rounds_alternate_the_order_of_the_contenders(monkeypatch):
+    from gradops.bench import orchestrate
+
+    calls = []
+
+    def fake_worker(peer, options, *, workload=None, ref=None):
+        calls.append(peer)
+        if peer == "machine":
+            return {"status": "ok", "bandwidth": {"bytes_per_s": 1e10}, "matmul": {"flops_per_s": 1e11}}
+        if peer == "reference":
+            return {"status": "ok"}
+        return {"status": "ok", "variants": [_variant("fresh", 0.1 * len(calls))]}
+
+    monkeypatch.setattr(orchestrate, "run_worker", fake_worker)
+    monkeypatch.setattr(Runner, "installed", lambda self: self.name != "jax")
+    report = orchestrate.run_suite(orchestrate.Options(workloads=["N1"], peers=["torch", "jax", "tf"], rounds=3,
+                                                       quick=True))
+    assert calls == ["machine", "reference", "gradops", "torch", "tf", "tf", "torch", "gradops",
+                     "gradops", "torch", "tf", "machine"]
+    results = report["workloads"][0]["results"]
+    assert list(results) == ["gradops", "torch", "jax", "tf"]
+    assert results["jax"]["status"] == "skipped"
+    assert results["gradops"]["variants"][0]["round_medians_s"] == pytest.approx([0.3, 0.8, 0.9])
+    assert report["rounds"] == 3
 
 
 def test_lower_bound_uses_the_best_machine_measurement():

@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"peers to run (default: all installed of {' '.join(PEERS)}); none for gradops only")
     parser.add_argument("--reps", type=int, default=7, help="timed calls per variant, at least (default 7); "
                         "short calls repeat for 0.3 s after 0.2 s of warm-up")
+    parser.add_argument("--rounds", type=int, default=None, metavar="N",
+                        help="runs of every contender per workload, alternating their order; each variant "
+                        "keeps its fastest round (default 2; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="small shapes with the same parameters, no "
                         "minimum times (tests, smoke runs)")
     parser.add_argument("--json", metavar="FILE", help="write the full results (every variant, every call)")
@@ -40,9 +43,12 @@ def main(args: argparse.Namespace) -> int:
 
     if args.reps < 1:
         raise GradopsError("--reps", f"expected at least 1, got {args.reps}")
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
+    if rounds < 1:
+        raise GradopsError("--rounds", f"expected at least 1, got {rounds}")
     options = Options(workloads=args.only or WORKLOAD_IDS,
                       peers=list(PEERS) if args.peers is None else list(dict.fromkeys(args.peers)),
-                      reps=args.reps, quick=args.quick, timeout_s=args.timeout)
+                      reps=args.reps, rounds=rounds, quick=args.quick, timeout_s=args.timeout)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     status = Console(stderr=True, highlight=False)
     report = run_suite(options, progress=lambda message: status.print(f"[dim]bench: {message}[/dim]"))

@@ -100,7 +100,9 @@ def tables(report: dict[str, Any]) -> list:
     peers = [name for name, info in report["peers"].items() if info["selected"]]
     rendered = []
     for output, title in OUTPUTS.items():
-        table = Table(title=f"Suite S1, {title}: median ms of {report['reps']} calls, 2 threads",
+        rounds = report.get("rounds", 1)
+        best_of = f", fastest of {rounds} rounds" if rounds > 1 else ""
+        table = Table(title=f"Suite S1, {title}: median ms of {report['reps']} calls{best_of}, 2 threads",
                       show_lines=True)
         table.add_column("id", no_wrap=True)
         table.add_column("gradops\nmedian", justify="right")
