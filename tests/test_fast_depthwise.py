@@ -9,6 +9,7 @@ which accumulate in float32); half results add one final rounding, half an ulp o
 from __future__ import annotations
 
 import itertools
+import sys
 
 import ml_dtypes
 import numba
@@ -186,7 +187,7 @@ def test_layouts_give_identical_bits(dtype, stride):
 @pytest.mark.parametrize("k, dil, c", [(3, 1, 10), (5, 1, 10), (3, 2, 10), (5, 1, 64)])
 def test_simd_rows_match_planar_bits(k, dil, c):
     """Channels-last rows wide enough for the SIMD blocks (8 positions x 16 lanes, filter rows of
-    3 or 5 sharing their loads, a scalar channel tail of 4; C*M = 128 staged at a padded pitch)
+    3 or 5 sharing their loads, a masked channel tail of 4; C*M = 128 staged at a padded pitch)
     against the planar (NCHW) kernels, written independently: one summation order, so the same bits."""
     case = dict(n=1, h=12, w=21, c=c, m=2, fh=k, fw=k, stride=(1, 1), dil=(dil, dil),
                 pad=((k - 1) * dil // 2, (k - 1) * dil // 2), oh=12, ow=21)
@@ -352,6 +353,50 @@ def test_read_only_and_broadcast_inputs():
     fast.conv_forward(ones, f, y, 1, 1, 1, 1, 1, 0)
     check(y, brute_forward(ones, f, 5, 6, (1, 1), (1, 1), (1, 0)),
           brute_forward(ones, np.abs(f), 5, 6, (1, 1), (1, 1), (1, 0)), 6, np.dtype(np.float32))
+
+
+def _before_guard_page(stack, shape, dtype):
+    """A C-contiguous array whose last byte is the last one before a page that may not be read or
+    written (``mprotect(PROT_NONE)``): touching past its end faults."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = -(-nbytes // page) + 1
+    region = mmap.mmap(-1, (pages + 1) * page)
+    stack.callback(region.close)
+    mprotect = ctypes.CDLL(None).mprotect
+    guard = ctypes.c_void_p(np.frombuffer(region, np.uint8).ctypes.data + pages * page)
+    assert mprotect(guard, page, 0) == 0  # PROT_NONE
+    stack.callback(mprotect, guard, page, mmap.PROT_READ | mmap.PROT_WRITE)
+    return np.frombuffer(region, dtype, int(np.prod(shape)), pages * page - nbytes).reshape(shape)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through libc")
+@pytest.mark.parametrize("dtype, c", [(np.dtype(np.float32), 20), (np.dtype(np.float32), 7),
+                                      (np.dtype(np.float64), 13)], ids=["float32-20", "float32-7", "float64-13"])
+def test_channel_tails_stay_inside_the_arrays(dtype, c):
+    """The channels past the last whole vector (C*M = 20: 4 of 16 lanes) go through masked vector
+    loads and stores: with dy, x and dx read and written in place and ending right before a page
+    that faults, the last position's tail touches nothing past the end, and the results match
+    brute force."""
+    import contextlib
+
+    rng = np.random.default_rng(c)
+    f = random_values(rng, (3, 3, c, 1), dtype)
+    with contextlib.ExitStack() as stack:
+        dy = _before_guard_page(stack, (1, 5, 6, c), dtype)
+        dy[...] = random_values(rng, dy.shape, dtype)
+        dx = _before_guard_page(stack, (1, 5, 6, c), dtype)
+        fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
+        check(dx, brute_backprop_input(dy, f, 5, 6, (1, 1), (1, 1), (1, 1)),
+              brute_backprop_input(np.abs(dy), np.abs(f), 5, 6, (1, 1), (1, 1), (1, 1)), 9, dtype)
+        y = _before_guard_page(stack, (1, 5, 6, c), dtype)
+        fast.conv_forward(dx, f, y, 1, 1, 1, 1, 1, 1)
+        check(y, brute_forward(dx, f, 5, 6, (1, 1), (1, 1), (1, 1)),
+              brute_forward(np.abs(dx), np.abs(f), 5, 6, (1, 1), (1, 1), (1, 1)), 9, dtype)
+        del dy, dx, y
 
 
 @pytest.mark.parametrize("stride", [1, 2])

@@ -303,15 +303,20 @@ def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes):
 
 @njit(inline="always")
 def _channel_tail(acc, a, step, width, pitch, positions, src, so, shift, wt, taps, count, k0):
-    """Channels ``k0 .. width`` (fewer than a vector) of ``positions`` positions, one scalar sum
-    each: ``acc[a + p*step + k] = +0 + sum over t, in order, of src[so[t] + shift + p*pitch + k] *
-    wt[taps[t] + k]``, the products and additions a vector lane would make."""
+    """Channels ``k0 .. width`` (fewer than a vector) of ``positions`` positions: ``acc[a + p*step
+    + k] = +0 + sum over t, in order, of src[so[t] + shift + p*pitch + k] * wt[taps[t] + k]``, in
+    the first lanes of one masked vector per position (same products and additions per lane as
+    the full vectors; the lanes past ``width`` are neither read nor written). Scalar sums here
+    made a row of C*M = 72 take 2.4x as long as one of 80."""
+    n = width - k0
+    if n <= 0:
+        return
     for p in range(positions):
-        for k in range(k0, width):
-            total = _ZERO
-            for t in range(count):
-                total = total + src[so[t] + shift + p * pitch + k] * wt[taps[t] + k]
-            acc[a + p * step + k] = total
+        b = simd.zeros(acc)
+        for t in range(count):
+            b = simd.muladd(b, simd.load_first(src, so[t] + shift + p * pitch + k0, n),
+                            simd.load_first(wt, taps[t] + k0, n))
+        simd.store_first(acc, a + p * step + k0, b, n)
 
 
 @njit(inline="always")
@@ -320,7 +325,7 @@ def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, 
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
     spaces the accumulator's positions, e.g. every ``sw``-th position of a dx row). Blocks of 4
     positions x 2 vectors keep 8 accumulators in registers over all taps: each weight vector is
-    loaded once per block, and no partial sum goes through memory. Every lane and the scalar tail
+    loaded once per block, and no partial sum goes through memory. Every lane and the masked tail
     compute the same products and additions in the same order."""
     lanes = simd.lanes(acc)
     q = 0

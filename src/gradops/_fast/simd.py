@@ -9,7 +9,8 @@ maps them onto whatever the CPU has (one AVX-512 register, two AVX2 registers, f
 Arithmetic is exactly IEEE per lane: ``muladd(acc, x, w)`` is a multiply and then an add, two
 roundings, never contracted into an FMA (no fast-math flags), so a lane computes the same bits
 as the scalar expression ``acc + x * w``. Loads and stores assume unit-stride 1-D arrays
-(``flat_view`` buffers) and need no alignment.
+(``flat_view`` buffers) and need no alignment; ``load_first`` / ``store_first`` touch only the
+first ``count`` elements (masked), for the part of a row shorter than a vector.
 """
 
 from __future__ import annotations
@@ -117,6 +118,61 @@ def _store_intrinsic(streaming: bool, doc: str):
 store = _store_intrinsic(False, """``array[index : index + lanes] = value``.""")
 store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the line is written without
 first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
+
+
+def _lane_mask(context, builder, count_type, count, lanes: int):
+    """``<lanes x i1>``: lane i is on when i < count."""
+    index = context.cast(builder, count, count_type, types.intp)
+    vector, int32 = ir.VectorType(index.type, lanes), ir.IntType(32)
+    first = builder.insert_element(ir.Constant(vector, None), index, ir.Constant(int32, 0))
+    splat = builder.shuffle_vector(first, first, ir.Constant(ir.VectorType(int32, lanes), [0] * lanes))
+    return builder.icmp_signed("<", ir.Constant(vector, list(range(lanes))), splat)
+
+
+def _masked_intrinsic(builder, operation: str, vector_type: FloatVector, signature: ir.FunctionType):
+    """LLVM's ``llvm.masked.load`` / ``llvm.masked.store`` for one vector type (opaque-pointer
+    name mangling, as ``prefetch``)."""
+    element = "f32" if vector_type.dtype == types.float32 else "f64"
+    return cgutils.get_or_insert_function(builder.module, signature,
+                                          f"llvm.masked.{operation}.v{vector_type.lanes}{element}.p0")
+
+
+@intrinsic
+def load_first(typingctx, array, index, count):
+    """``array[index : index + count]`` in the first ``count`` (< lanes) lanes, +0 in the others;
+    the elements past ``count`` are not read (a masked load: no access past the array's end)."""
+    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(count, types.Integer)):
+        return None
+    vector_type = FloatVector(array.dtype)
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(vector_type)
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+        mask = _lane_mask(context, builder, signature.args[2], args[2], vector_type.lanes)
+        function = _masked_intrinsic(builder, "load", vector_type,
+                                     ir.FunctionType(vector, [pointer.type, ir.IntType(32), mask.type, vector]))
+        return builder.call(function, [pointer, ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8), mask,
+                                       ir.Constant(vector, None)])
+    return vector_type(array, index, count), codegen
+
+
+@intrinsic
+def store_first(typingctx, array, index, value, count):
+    """``array[index : index + count] = value[:count]`` (``count`` < lanes; a masked store: the
+    elements past ``count`` are neither read nor written)."""
+    if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
+            and value.dtype == array.dtype and isinstance(count, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(signature.args[2])
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
+        mask = _lane_mask(context, builder, signature.args[3], args[3], value.lanes)
+        function = _masked_intrinsic(builder, "store", value,
+                                     ir.FunctionType(ir.VoidType(), [vector, pointer.type, ir.IntType(32), mask.type]))
+        builder.call(function, [args[2], pointer, ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8), mask])
+        return context.get_dummy_value()
+    return types.void(array, index, value, count), codegen
 
 
 @intrinsic
