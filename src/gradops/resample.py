@@ -34,7 +34,7 @@ import numpy as np
 from ._arrays import check_input, prepare_out
 from ._backend import resolve_backend
 from ._resample_plan import Rule, axis_taps, tap_key
-from .dml import DataType, FeatureLevel, OperatorDesc, TensorDesc, dml_name, require_feature_level
+from .dml import _UINT32_MAX, DataType, FeatureLevel, OperatorDesc, TensorDesc, dml_name, require_feature_level
 from .errors import DataTypeError, DescriptorError, ShapeError, UnsupportedError
 from .registry import OpInfo, run_dml_json
 
@@ -166,7 +166,7 @@ def _float32_values(field: str, values: Any, count: int, count_label: str, *, po
 
 def _sizes(field: str, value: Any, rank: int, rank_label: str) -> tuple[int, ...]:
     """Sizes of ``rank`` axes, each an integer >= 1 (DirectML sizes are never 0)."""
-    if type(value) is tuple and len(value) == rank and all(type(size) is int and 1 <= size <= 2**32 - 1
+    if type(value) is tuple and len(value) == rank and all(type(size) is int and 1 <= size <= _UINT32_MAX
                                                           for size in value):
         return value  # the common case, checked in one pass
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
@@ -175,7 +175,7 @@ def _sizes(field: str, value: Any, rank: int, rank_label: str) -> tuple[int, ...
         raise ShapeError.expected(field, f"{rank} sizes ({rank_label})", f"{len(value)} sizes")
     sizes = []
     for d, size in enumerate(value):
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= size <= 2**32 - 1:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= size <= _UINT32_MAX:
             raise ShapeError.expected(f"{field}[{d}]", "an integer size >= 1", size)
         sizes.append(int(size))
     return tuple(sizes)

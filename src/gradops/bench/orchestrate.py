@@ -100,15 +100,15 @@ def run_suite(options: Options, progress: Callable[[str], None] = lambda message
             entry["reference"] = run_worker("reference", options, workload=workload_id, ref=ref)
             checked_against = ref if entry["reference"]["status"] == "ok" else None
             contenders = [GRADOPS.name, *options.peers]
-            entry["results"] = {name: {"status": "skipped", "reason": "not installed"} for name in contenders
-                                if not RUNNERS[name].installed()}
-            runnable = [name for name in contenders if name not in entry["results"]]
+            runnable = [name for name in contenders if RUNNERS[name].installed()]
+            merged: dict[str, dict[str, Any]] = {}
             for round_index in range(options.rounds):
                 for name in runnable if round_index % 2 == 0 else runnable[::-1]:
                     progress(f"{workload_id}: {name}" + (f" (round {round_index + 1})" if options.rounds > 1 else ""))
                     record = run_worker(name, options, workload=workload_id, ref=checked_against)
-                    entry["results"][name] = fastest_rounds(entry["results"].get(name), record)
-            entry["results"] = {name: entry["results"][name] for name in contenders}
+                    merged[name] = fastest_rounds(merged.get(name), record)
+            entry["results"] = {name: merged.get(name, {"status": "skipped", "reason": "not installed"})
+                                for name in contenders}
         report["workloads"].append(entry)
     report["platform"]["load_average_end"] = list(os.getloadavg())
     progress("measuring memory bandwidth and matmul rate again")
@@ -122,18 +122,16 @@ def fastest_rounds(kept: dict[str, Any] | None, record: dict[str, Any]) -> dict[
     """One contender's worker records of successive rounds merged: each variant keeps its timed
     round with the lowest median and lists every timed round's median (``round_medians_s``). A
     round whose worker failed counts only while no round has succeeded."""
-    if kept is None or (kept.get("status") != "ok" and record.get("status") == "ok"):
-        if record.get("status") != "ok":
-            return record
-        return record | {"variants": [v | {"round_medians_s": _medians(v)} for v in record["variants"]]}
     if record.get("status") != "ok":
-        return kept
+        return kept or record
+    first = kept is None or kept.get("status") != "ok"
+    earlier = [None] * len(record["variants"]) if first else kept["variants"]
     variants = []
-    for old, new in zip(kept["variants"], record["variants"], strict=True):
-        medians = old.get("round_medians_s", []) + _medians(new)
-        best = min((v for v in (old, new) if v["status"] == "ok"), key=lambda v: v["median_s"], default=old)
-        variants.append(best | {"round_medians_s": medians})
-    return kept | {"variants": variants}
+    for old, new in zip(earlier, record["variants"], strict=True):
+        timed = [v for v in (old, new) if v is not None and v["status"] == "ok"]
+        best = min(timed, key=lambda v: v["median_s"], default=old or new)
+        variants.append(best | {"round_medians_s": (old or {}).get("round_medians_s", []) + _medians(new)})
+    return (record if first else kept) | {"variants": variants}
 
 
 def _medians(variant: dict[str, Any]) -> list[float]:
