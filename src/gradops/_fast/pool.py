@@ -11,7 +11,9 @@ outputs are bit-identical whatever the thread count.
 A kernel run by :func:`share` has the signature ``kernel(counters, epoch, role, chunks, *args)``,
 releases the GIL (``nogil=True``), starts with ``seen = begin(epoch, role)``, loops
 ``chunk = claim(counters)`` until ``chunk >= chunks``, calling ``finish(counters)`` after each
-chunk it computed, and ends with ``end(epoch, role, seen)``.
+chunk it computed, and ends with ``end(epoch, role, seen)``. It touches the data of its large
+array arguments only inside chunks it claimed: helpers get views that do not keep a fresh output's
+buffer alive (``_output_cache.lent``), so the next call can reuse that buffer while they linger.
 
 Waking a sleeping thread costs tens of microseconds, as much as a small call's whole work. So
 calls that move little memory run on the calling thread alone, and a helper does not sleep
@@ -34,6 +36,8 @@ from numba import get_num_threads, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.ufunc import parallel as numba_parallel
+
+from .._output_cache import lent
 
 # Chunks of work items per thread, claimed dynamically: enough to even out items of unequal cost
 # and threads that start late, few enough that claiming costs nothing.
@@ -170,7 +174,9 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(2, np.int64)  # [next chunk to claim, chunks computed]
     if threads > 1:
-        _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *args))
+        # The caller holds the arrays until every claimed chunk is done, and a helper touches
+        # their data only in chunks it claimed; so helpers may hold lent views.
+        _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *lent(args)))
     kernel(counters, _epoch, CALLER if threads > 1 else ALONE, chunks, *args)
     # Wait for the helpers' claimed chunks: spin briefly (a chunk is short), then yield the CPU
     # (a helper may have been preempted).
