@@ -132,14 +132,10 @@ def _stream_direct_impl(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column
     def stream(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted, zero):
         n = np.uint64(units)
         lanes = np.uint64(simd.lanes(dst))
-        one = np.uint32(1)
         z, row0, row1 = simd.splat(dst, zero), simd.splat(dst, w0), simd.splat(dst, w1)
         for j in range(columns):
-            c = np.uint64(column0 + j)
             out = np.uint64(base + j * d3)
-            s0 = (max(slot[c, 0], one) - one) * n
-            s1 = (max(slot[c, slots - 1], one) - one) * n
-            v0, v1 = weight[c, 0], weight[c, slots - 1]
+            s0, s1, v0, v1 = _outer_slots(slot, weight, column0 + j, slots, n)
             for u in range(np.uint64(0), n, lanes):
                 first = _slot_vector(src, b0 + s0 + u, v0, weighted)
                 if slots == 2:
@@ -379,6 +375,17 @@ def _store_affine(dst, o, row_sum, weight, t_lo, t_hi, base0, base1, phases, slo
 
 
 @njit(inline="always")
+def _outer_slots(slot, weight, column, slots, n):
+    """(start, start, weight, weight) of the first and the last slot of ``column`` in a source row
+    of ``n``-element columns; a padding slot (0) starts at the row's first column (its weight 0
+    masks what it reads)."""
+    c = np.uint64(column)
+    one = np.uint32(1)
+    return ((max(slot[c, 0], one) - one) * n, (max(slot[c, slots - 1], one) - one) * n,
+            weight[c, 0], weight[c, slots - 1])
+
+
+@njit(inline="always")
 def _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
                   zero):
     """``dst[base + j * d3 + u] = zero + sum over t < taps of w_t * sum over k < slots of
@@ -386,14 +393,9 @@ def _direct_units(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, col
     axis read straight from one or two source rows, skipping the row sum. Inlined with literal
     ``taps``, ``slots`` and ``weighted``. Padding slots read the block's first column, masked."""
     n = np.uint64(units)
-    one = np.uint32(1)
     for j in range(columns):
-        c = np.uint64(column0 + j)
         out = np.uint64(base + j * d3)
-        s0 = (max(slot[c, 0], one) - one) * n
-        s1 = (max(slot[c, slots - 1], one) - one) * n
-        v0 = weight[c, 0]
-        v1 = weight[c, slots - 1]
+        s0, s1, v0, v1 = _outer_slots(slot, weight, column0 + j, slots, n)
         for u in range(n):
             if weighted:
                 first = _masked(v0, _load(src, b0 + s0 + u))
