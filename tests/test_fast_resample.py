@@ -336,7 +336,10 @@ def _kernel_order_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, n
     ``(p0 + p1) + (p2 + p3)``, the first group added to +0, the next ones to the running sum;
     then per dx column ``+0 + ((q0 + q1) + (q2 + q3))`` over a table of 4 slots, the unused
     ones reading -0.0. ``p`` and ``q`` are ``w * value``, or the value itself when every weight
-    of the problem is 1 (nearest). Written from the tap tables alone, with NumPy."""
+    of the problem is 1 (nearest). Written from the tap tables alone, with NumPy.
+
+    Except nearest, whose pixels are summed straight from the dy rows: ``+0 + (s0 + s1 + ...)``
+    over the dy rows in order, ``s = -0 + (v0 + v1 + ...)`` over a row's dy columns in order."""
     f32 = np.float32
     row_ptr, row_src, row_w = transpose_taps(*row_taps, n_rows)
     col_ptr, col_src, col_w = transpose_taps(*column_taps, n_columns)
@@ -344,6 +347,17 @@ def _kernel_order_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, n
     assert np.diff(col_ptr).max() in (3, 4)  # the 4-slot table
     batch, _, _, channels = dy.shape
     dx = np.empty((batch, n_rows, n_columns, channels), f32)
+    if not weighted:
+        for i in range(n_rows):
+            for j in range(n_columns):
+                total = np.zeros((batch, channels), f32)
+                for r in row_src[row_ptr[i]:row_ptr[i + 1]]:
+                    row = np.full((batch, channels), -0.0, f32)
+                    for c in col_src[col_ptr[j]:col_ptr[j + 1]]:
+                        row = row + dy[:, r, c]
+                    total = total + row
+                dx[:, i, j] = total
+        return dx
     for i in range(n_rows):
         terms = [(row_w[k] * dy[:, row_src[k]]) if weighted else dy[:, row_src[k]]
                  for k in range(row_ptr[i], row_ptr[i + 1])]

@@ -28,7 +28,9 @@ of columns, computed in two steps over contiguous memory:
    that LLVM vectorises; the other columns read the table one by one.
 
 When step 1 would add only one or two source rows and the pixels (``U > 1``) have one or two
-slots (nearest 2x gradients, N3, linear 2x downsampling), step 2 reads those rows directly.
+slots (nearest 2x gradients, N3, linear 2x downsampling), step 2 reads those rows directly. So do
+the other nearest gradients of pixels (P1, P2): each source element belongs to one pixel, so the
+row sum would save no work, only add a pass over it (``_pixel_sums``).
 
 Arithmetic (SPEC 3.7): sums are float32; float16 data are decoded to float32 in the kernel
 (exactly) and the result is rounded once to float16 (round to nearest even; subnormals, inf and
@@ -470,6 +472,91 @@ def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, col
                     stream)
 
 
+def _pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    """``dst[base + j * d3 + u] = zero + sum over t < taps of (-0.0 + sum over k < count of
+    src[tap_base[t] + shift + (first + k) * units + u])``, in that order, for column ``c = column0
+    + j`` whose ``count`` real slots are the consecutive source columns from ``first`` (see
+    ``_consecutive_slots``): unweighted (nearest) NHWC pixels of float32 read straight from their
+    source rows. Skipping the padding slots gives what adding their -0.0 would. Whole vectors are
+    summed in registers, the units past them in ``vector``. A no-op for other types, which never
+    get here."""
+
+
+@overload(_pixel_sums, inline="always")
+def _pixel_sums_impl(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    if dst.dtype != types.float32:
+        return lambda dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero: None
+    return _pixel_sums_float32
+
+
+def _pixel_sums_float32(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    n = np.uint64(units)
+    one = np.uint32(1)
+    lanes = np.uint64(simd.lanes(dst))
+    for j in range(columns):
+        c = np.uint64(column0 + j)
+        out = np.uint64(base + j * d3)
+        count = 0
+        for k in range(slot.shape[1]):
+            count += slot[c, k] != 0
+        first = np.uint64(shift) + (max(slot[c, 0], one) - one) * n
+        u = np.uint64(0)
+        while u + lanes <= n:
+            acc = simd.splat(dst, zero)
+            for t in range(taps):
+                column = np.uint64(tap_base[t]) + first + u
+                row = simd.splat(dst, -0.0)
+                for _ in range(count):
+                    row = simd.add(row, simd.load(src, column))
+                    column += n
+                acc = simd.add(acc, row)
+            simd.store(dst, out + u, acc)
+            u += lanes
+        if u < n:
+            rest = n - u
+            for i in range(rest):
+                vector[i] = zero
+            for t in range(taps):
+                column = np.uint64(tap_base[t]) + first + u
+                for i in range(rest):
+                    vector[rest + i] = -0.0
+                for _ in range(count):
+                    for i in range(rest):
+                        vector[rest + i] += src[column + i]
+                    column += n
+                for i in range(rest):
+                    vector[i] += vector[rest + i]
+            for i in range(rest):
+                dst[out + u + i] = vector[i]
+
+
+def _float32(buffer):
+    """Whether ``buffer`` holds float32 (a constant when the kernel is compiled)."""
+
+
+@overload(_float32, inline="always")
+def _float32_impl(buffer):
+    flag = buffer.dtype == types.float32
+    return lambda buffer: flag
+
+
+@njit(inline="always")
+def _consecutive_slots(slot):
+    """Whether every column's real slots (nonzero) come first and are consecutive source columns."""
+    for c in range(slot.shape[0]):
+        for k in range(1, slot.shape[1]):
+            if slot[c, k] != 0 and (slot[c, k - 1] == 0 or slot[c, k] != slot[c, k - 1] + 1):
+                return False
+    return True
+
+
+@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler)
+def _store_pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    """``_pixel_sums``, called once per row and not inlined (as ``_store_direct``)."""
+    _pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
+                np.float32(zero))
+
+
 @njit(inline="always")
 def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, columns, units, weighted, zero, stream):
     """``dst[base + j * d3 + u * d4] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``
@@ -560,7 +647,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
     row_sum = np.empty(units * (1 + block_count.max()) + 4, np.float32)
     row_sum[:] = -0.0
-    vector = np.empty(units, np.float32)
+    vector = np.empty(2 * units, np.float32)
     tap_base = np.empty(max_taps, np.int64)
     tap_weight = np.empty(max_taps, np.float32)
     items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
@@ -570,6 +657,10 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     src_packed = s4 == 1 and s3 == units   # a block's source columns form one contiguous run
     dst_packed = d4 == 1 and d3 == units
     direct_units = units > 1 and src_packed and d4 == 1 and not column_identity and slot.shape[1] <= 2
+    # Nearest gradients sum each source element into one pixel: the row sum saves no work. (float32
+    # only: float16 pixels of a few vectors converted one value at a time took 1.5-1.9x longer.)
+    pixel_sums = _float32(dst) and units > 1 and src_packed and d4 == 1 and not column_identity \
+        and not weighted and _consecutive_slots(slot)
     blocks = block_first.size
     while True:
         chunk = claim(counters)
@@ -603,6 +694,9 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
                 _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift), np.uint64(tap_base[taps - 1] + shift),
                               tap_weight[0], tap_weight[taps - 1], slot, slot_weight, column0, columns, units, taps,
                               weighted, zero, stream)
+            elif pixel_sums:
+                _store_pixel_sums(dst, out, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
+                                  zero)
             else:
                 # Step 1: the row sum, as one contiguous run or one run of ``units`` per column.
                 for c in range(1 if src_packed else count):
