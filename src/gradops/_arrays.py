@@ -7,6 +7,7 @@ output is written.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -83,6 +84,10 @@ def layout_overlap(shape: Sequence[int], strides: Sequence[int], itemsize: int) 
     return "two indices address the same element" if np.any(np.diff(offsets) < itemsize) else ""
 
 
+# Repeated calls pass outputs of a few layouts: the overlap proof is remembered per layout.
+_cached_layout_overlap = lru_cache(maxsize=1024)(layout_overlap)
+
+
 def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):
         return False
@@ -116,7 +121,7 @@ def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Ma
         raise ShapeError.expected(f"{name}.shape", tuple(shape), out.shape)
     if not out.flags.writeable:
         raise AliasingError.expected(name, "a writeable array", "a read-only array")
-    overlap = layout_overlap(out.shape, out.strides, out.itemsize)
+    overlap = _cached_layout_overlap(out.shape, out.strides, out.itemsize)
     if overlap:
         raise AliasingError(name, f"expected an array whose elements do not overlap, got strides "
                             f"{out.strides} for shape {out.shape} ({overlap})")

@@ -218,6 +218,8 @@ def _argument_key(value: Any) -> Hashable:
     """``value`` with its type and its items' types. Unhashable values raise TypeError when the
     key is hashed: that call is planned without the cache."""
     kind = type(value)
+    if kind is str or value is None:
+        return value  # equal only to itself: no type needed
     if kind is tuple or kind is list:
         items = value if kind is tuple else tuple(value)
         return (tuple, tuple(map(type, items)), items)
