@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, ClassVar, Literal, Sequence
 
 import numpy as np
@@ -110,10 +111,15 @@ class Workload:
     def flops(self) -> int:
         raise NotImplementedError
 
+    def gradops_call(self, inputs: dict[str, np.ndarray], *, out: np.ndarray | None = None,
+                     backend: str | None = None) -> Callable[[], np.ndarray]:
+        """The gradops call with every argument built, as the peers' calls are (the timed call).
+        ``inputs`` may be views in another memory layout (same logical shape)."""
+        raise NotImplementedError
+
     def run_gradops(self, inputs: dict[str, np.ndarray], *, out: np.ndarray | None = None,
                     backend: str | None = None) -> np.ndarray:
-        """The gradops call. ``inputs`` may be views in another memory layout (same logical shape)."""
-        raise NotImplementedError
+        return self.gradops_call(inputs, out=out, backend=backend)()
 
     def framework_reference(self, dy: np.ndarray) -> np.ndarray | None:
         """The peers' own result where their documented convention differs from the DirectML model
@@ -148,8 +154,8 @@ class ReluGradWorkload(Workload):
     def flops(self) -> int:
         return 0
 
-    def run_gradops(self, inputs, *, out=None, backend=None):
-        return gradops_function(self.operator)(inputs["x"], inputs["dy"], out=out, backend=backend)
+    def gradops_call(self, inputs, *, out=None, backend=None):
+        return partial(gradops_function(self.operator), inputs["x"], inputs["dy"], out=out, backend=backend)
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"shape": list(self.shape)}
@@ -232,9 +238,9 @@ class ResampleGradWorkload(Workload):
         resampled_axes = sum(i != o for i, o in zip(self.forward_input, self.forward_output))
         return 2 * 2 ** resampled_axes * dy_size
 
-    def run_gradops(self, inputs, *, out=None, backend=None):
-        return gradops_function(self.operator)(inputs["dy"], self.forward_input, **self.grad_kwargs(),
-                                               out=out, backend=backend)
+    def gradops_call(self, inputs, *, out=None, backend=None):
+        return partial(gradops_function(self.operator), inputs["dy"], self.forward_input, **self.grad_kwargs(),
+                       out=out, backend=backend)
 
     def describe(self) -> dict[str, Any]:
         ipo, opo = self.forward_offsets()
@@ -309,12 +315,12 @@ class DepthwiseWorkload(Workload):
     def flops(self) -> int:
         return 2 * math.prod(self.dy_nhwc()) * self.kernel ** 2
 
-    def run_gradops(self, inputs, *, out=None, backend=None):
+    def gradops_call(self, inputs, *, out=None, backend=None):
         spatial = [1, self.stride, self.stride, 1]
         dilations = [1, self.dilation, self.dilation, 1]
-        return gradops_function(self.operator)(
-            self.in_format(self.input_nhwc), inputs["filter"], inputs["dy"], self.in_format(spatial), "SAME",
-            data_format=self.data_format, dilations=self.in_format(dilations), out=out, backend=backend)
+        return partial(gradops_function(self.operator), self.in_format(self.input_nhwc), inputs["filter"],
+                       inputs["dy"], self.in_format(spatial), "SAME", data_format=self.data_format,
+                       dilations=self.in_format(dilations), out=out, backend=backend)
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"input_sizes": self.in_format(self.input_nhwc),
