@@ -27,9 +27,9 @@ How the work is laid out:
   splits into segments of columns reached by the same taps. Channels-last segments run in blocks
   of 4 positions x 2 SIMD vectors of k (``_taps_blocked``, with ``simd.py``): 8 sums stay in
   registers over all the taps, so each weight vector is loaded once per block and no partial sum
-  goes through memory. Whole 3-tap filter rows go 8 positions at a time (``_taps_rows``); the
-  9 taps of a 3x3 filter over rows of at most 256 bytes keep all 18 weight vectors of a pair of
-  k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take
+  goes through memory. Whole 3-tap filter rows go 8 positions at a time, then 4 (``_taps_rows``);
+  the 9 taps of a 3x3 filter over rows of at most 256 bytes keep all 18 weight vectors of a pair
+  of k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take
   their taps 4 at a time (one load and store of the accumulator per 4; the first group writes,
   so nothing is zeroed first). Taps in the padding
   are skipped: they are never multiplied by 0, except in the planar blocks, where that is exact
@@ -411,6 +411,30 @@ def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
 
 
 @njit(inline="always")
+def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
+    """``_rows3_8x1`` for 4 positions: 6 source vectors serve the 12 (position, tap) products."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b0
+    for t in range(0, count, 3):
+        p = low[t // 3] + j
+        v0, v1, v2 = simd.load(src, p), simd.load(src, p + pitch), simd.load(src, p + 2 * pitch)
+        v3, v4, v5 = simd.load(src, p + 3 * pitch), simd.load(src, p + 4 * pitch), simd.load(src, p + 5 * pitch)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        if ascending:
+            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
+            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
+        else:
+            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
+            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
+    simd.store(acc, a + j, b0)
+    simd.store(acc, a + j + step, b1)
+    simd.store(acc, a + j + 2 * step, b2)
+    simd.store(acc, a + j + 3 * step, b3)
+
+
+@njit(inline="always")
 def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
     """``((((b + v0*w0) + v1*w1) + v2*w2) + v3*w3) + v4*w4``: five taps, in order."""
     return simd.muladd(simd.muladd(_run3(b, v0, v1, v2, w0, w1, w2), v3, w3), v4, w4)
@@ -510,6 +534,20 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
                 _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False)
             j += lanes
         _channel_tail(acc, a0 + q * step, step, width, pitch, 8, src, so, q * pitch, wt, taps, count, j)
+    if size == 3 and n_pos - blocked >= 4:
+        # Four positions more (D3's 12 of 14): fewer loads than _taps_blocked's 4 x 2 blocks.
+        q = blocked
+        for r in range(count // size):
+            low[r] = so[size * r] + q * pitch - (0 if rows > 0 else (size - 1) * pitch)
+        j = 0
+        while j + lanes <= width:
+            if rows > 0:
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, True)
+            else:
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, False)
+            j += lanes
+        _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
+        blocked += 4
     return blocked
 
 
