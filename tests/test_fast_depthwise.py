@@ -403,10 +403,11 @@ def test_channel_tails_stay_inside_the_arrays(dtype, c):
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_streamed_dx_rows(stride):
-    """A strided dx of 16 MiB is written with non-temporal stores, row by row; rows start at any
-    element offset, so the first and last partial lines of every row go through plain stores.
-    Checked against brute force, and nothing around the view written; stride 1 (written in place)
-    the same way."""
+    """A strided dx of 16 MiB is written with non-temporal stores: straight from the registers
+    when every position starts on a 64-byte line, else row by row from a row buffer, rows starting
+    at any element offset (the first and last partial lines of every row go through plain
+    stores). Checked against brute force, the same bits either way, and nothing around the view
+    written; stride 1 (written in place) the same way."""
     rng = np.random.default_rng(stride)
     n, h, w, c = 1, 128, 128, 256
     oh = -(-h // stride)  # SAME (D1 and D2 geometry): pad before = half the total, rounded down
@@ -418,12 +419,20 @@ def test_streamed_dx_rows(stride):
     exact_abs = brute_backprop_input(np.abs(dy), np.abs(f), h, w, (stride, stride), (1, 1), pad)
     size = n * h * w * c
     assert size * 4 >= simd.STREAMING_THRESHOLD_BYTES
-    for shift in (0, 3):
-        buffer = np.full(size + 8, 7.0, np.float32)
+    results, on_lines = [], []
+    for shift in (0, 3, None):
+        buffer = np.full(size + 32, 7.0, np.float32)
+        if shift is None:  # the first element on a 64-byte line
+            shift = (-buffer.ctypes.data) % 64 // 4
         dx = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.backprop_input(dy, f, dx, stride, stride, 1, 1, *pad)
         check(dx, exact, exact_abs, 9, np.dtype(np.float32))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+        results.append(dx.copy())
+        on_lines.append(fast._on_lines(*fast._kernel_view(dx, False), c))
+    assert on_lines[1:] == [False, True]
+    for other in results[1:]:
+        np.testing.assert_array_equal(bits(other), bits(results[0]))
 
 
 def test_unaligned_output_view():

@@ -12,7 +12,9 @@ How the work is laid out:
   rows a job needs are converted once into a small ring of float rows (``_stage_*``), or read in
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
-  A strided dx beyond the cache is summed in a row buffer and streamed out (non-temporal stores).
+  A strided dx beyond the cache is written with non-temporal stores: straight from the registers
+  when its positions start on 64-byte lines (the stores drain while the next blocks compute),
+  else summed in a row buffer and streamed out.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
   weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
@@ -236,7 +238,16 @@ def _segments(lo, hi, nt, n_pos, bounds):
 
 
 @njit(inline="always")
-def _taps_4x2(acc, a, step, pitch, src, s, wt, taps, j, count, lanes):
+def _put(acc, p, value, stream):
+    """``simd.store``, or with ``stream`` its non-temporal form (``acc[p]`` on a 64-byte line)."""
+    if stream:
+        simd.store_stream(acc, p, value)
+    else:
+        simd.store(acc, p, value)
+
+
+@njit(inline="always")
+def _taps_4x2(acc, a, step, pitch, src, s, wt, taps, j, count, lanes, stream):
     """Positions 0-3 x vectors j, j + lanes of ``_taps_blocked``: 8 accumulators in registers."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = c0 = c1 = c2 = c3 = b0
@@ -253,18 +264,18 @@ def _taps_4x2(acc, a, step, pitch, src, s, wt, taps, j, count, lanes):
         b3 = simd.muladd(b3, simd.load(src, p + 3 * pitch), w)
         c3 = simd.muladd(c3, simd.load(src, p + 3 * pitch + lanes), v)
     p = a + j
-    simd.store(acc, p, b0)
-    simd.store(acc, p + lanes, c0)
-    simd.store(acc, p + step, b1)
-    simd.store(acc, p + step + lanes, c1)
-    simd.store(acc, p + 2 * step, b2)
-    simd.store(acc, p + 2 * step + lanes, c2)
-    simd.store(acc, p + 3 * step, b3)
-    simd.store(acc, p + 3 * step + lanes, c3)
+    _put(acc, p, b0, stream)
+    _put(acc, p + lanes, c0, stream)
+    _put(acc, p + step, b1, stream)
+    _put(acc, p + step + lanes, c1, stream)
+    _put(acc, p + 2 * step, b2, stream)
+    _put(acc, p + 2 * step + lanes, c2, stream)
+    _put(acc, p + 3 * step, b3, stream)
+    _put(acc, p + 3 * step + lanes, c3, stream)
 
 
 @njit(inline="always")
-def _taps_4x1(acc, a, step, pitch, src, s, wt, taps, j, count):
+def _taps_4x1(acc, a, step, pitch, src, s, wt, taps, j, count, stream):
     """Positions 0-3 x vector j of ``_taps_blocked``."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b0
@@ -276,14 +287,14 @@ def _taps_4x1(acc, a, step, pitch, src, s, wt, taps, j, count):
         b2 = simd.muladd(b2, simd.load(src, p + 2 * pitch), w)
         b3 = simd.muladd(b3, simd.load(src, p + 3 * pitch), w)
     p = a + j
-    simd.store(acc, p, b0)
-    simd.store(acc, p + step, b1)
-    simd.store(acc, p + 2 * step, b2)
-    simd.store(acc, p + 3 * step, b3)
+    _put(acc, p, b0, stream)
+    _put(acc, p + step, b1, stream)
+    _put(acc, p + 2 * step, b2, stream)
+    _put(acc, p + 3 * step, b3, stream)
 
 
 @njit(inline="always")
-def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes):
+def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes, stream):
     """One position x vectors j .. j + 3 lanes of ``_taps_blocked``: 4 independent sums (one sum
     alone would wait on the latency of each addition)."""
     b0 = simd.zeros(acc)
@@ -295,10 +306,10 @@ def _taps_1x4(acc, a, src, s, wt, taps, j, count, lanes):
         b1 = simd.muladd(b1, simd.load(src, p + lanes), simd.load(wt, w + lanes))
         b2 = simd.muladd(b2, simd.load(src, p + 2 * lanes), simd.load(wt, w + 2 * lanes))
         b3 = simd.muladd(b3, simd.load(src, p + 3 * lanes), simd.load(wt, w + 3 * lanes))
-    simd.store(acc, a + j, b0)
-    simd.store(acc, a + j + lanes, b1)
-    simd.store(acc, a + j + 2 * lanes, b2)
-    simd.store(acc, a + j + 3 * lanes, b3)
+    _put(acc, a + j, b0, stream)
+    _put(acc, a + j + lanes, b1, stream)
+    _put(acc, a + j + 2 * lanes, b2, stream)
+    _put(acc, a + j + 3 * lanes, b3, stream)
 
 
 @njit(inline="always")
@@ -320,13 +331,14 @@ def _channel_tail(acc, a, step, width, pitch, positions, src, so, shift, wt, tap
 
 
 @njit(inline="always")
-def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, shifted):
+def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, shifted, stream):
     """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*pitch + j] *
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
     spaces the accumulator's positions, e.g. every ``sw``-th position of a dx row). Blocks of 4
     positions x 2 vectors keep 8 accumulators in registers over all taps: each weight vector is
     loaded once per block, and no partial sum goes through memory. Every lane and the masked tail
-    compute the same products and additions in the same order."""
+    compute the same products and additions in the same order. ``stream``: whole vectors are
+    written with non-temporal stores (each on a 64-byte line)."""
     lanes = simd.lanes(acc)
     q = 0
     while q < n_pos:
@@ -337,20 +349,20 @@ def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, 
         j = 0
         if block == 4:
             while j + 2 * lanes <= width:
-                _taps_4x2(acc, a, step, pitch, src, shifted, wt, taps, j, count, lanes)
+                _taps_4x2(acc, a, step, pitch, src, shifted, wt, taps, j, count, lanes, stream)
                 j += 2 * lanes
             while j + lanes <= width:
-                _taps_4x1(acc, a, step, pitch, src, shifted, wt, taps, j, count)
+                _taps_4x1(acc, a, step, pitch, src, shifted, wt, taps, j, count, stream)
                 j += lanes
         else:
             while j + 4 * lanes <= width:
-                _taps_1x4(acc, a, src, shifted, wt, taps, j, count, lanes)
+                _taps_1x4(acc, a, src, shifted, wt, taps, j, count, lanes, stream)
                 j += 4 * lanes
             while j + lanes <= width:
                 b = simd.zeros(acc)
                 for t in range(count):
                     b = simd.muladd(b, simd.load(src, shifted[t] + j), simd.load(wt, taps[t] + j))
-                simd.store(acc, a + j, b)
+                _put(acc, a + j, b, stream)
                 j += lanes
         _channel_tail(acc, a, step, width, pitch, block, src, shifted, 0, wt, taps, count, j)
         q += block
@@ -603,7 +615,8 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps):
 # Compiled once per type signature and called, not inlined into its four call sites: the kernels
 # compile a quarter faster (float32 backprop input 34 -> 25.5 s), with no loss at run time.
 @njit
-def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch):
+def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
+                        stream):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
@@ -633,7 +646,7 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
         for t in range(count):
             sub_so[t] += done * pitch
         _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
-                      count, shifted)
+                      count, shifted, stream)
 
 
 @njit
@@ -790,7 +803,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                                            weight, lo, hi, nt, scratch)
                 else:
                     _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv, scratch,
-                                        direct_in)
+                                        direct_in, False)
                 if direct_out:
                     continue
                 if planar:
@@ -808,9 +821,11 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
 
 @njit(cache=True, nogil=True)
 def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
-                           dx_st, dx_direct, direct_out, stream_out, geo, planar, kind, rows_per_job):
-    """``stream_out`` (with ``direct_out``, channels-last): each dx row is summed in a row buffer of
-    its own layout, then written as one run with non-temporal stores."""
+                           dx_st, dx_direct, direct_out, stream_out, stream_in_place, geo, planar, kind, rows_per_job):
+    """``stream_out`` (with ``direct_out``, channels-last): dx is written with non-temporal stores.
+    With ``stream_in_place`` (every position on a 64-byte line) the sums go straight from the
+    registers to dx, so the stores drain while the next blocks compute; otherwise each dx row is
+    summed in a row buffer of its own layout, then written as one run."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
                                              geo[15])
@@ -835,7 +850,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
             tags = np.full(ring_rows, -1, np.int64)
             src = dy_direct if direct_in else ring
-            if stream_out:
+            if stream_out and not stream_in_place:
                 acc = np.empty(in_w * chans, wv.dtype)  # one dx row
             else:
                 acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
@@ -849,7 +864,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             dy_base = dy_off + b * dy_st[0]
             for iy in range(iy0, iy1):
                 dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
-                acc_row = dx_row if direct_out and not stream_out else 0
+                acc_row = dx_row if direct_out and (stream_in_place or not stream_out) else 0
                 for r in range(min(sw, in_w)):
                     n_pos = (in_w - r + sw - 1) // sw
                     nt = 0
@@ -891,11 +906,11 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                                k * channel_stride, weight, lo, hi, nt, scratch)
                     elif direct_out:  # positions r, r + sw, ... of the dx row itself
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in)
+                                            lo, hi, nt, wv, scratch, direct_in, stream_in_place)
                     else:  # residue plane r of the row buffer, [r][q][k]
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in)
-                if stream_out:
+                                            tap, lo, hi, nt, wv, scratch, direct_in, False)
+                if stream_out and not stream_in_place:
                     _stream_row(acc, in_w * chans, dx_direct, dx_row)
                 elif not direct_out:
                     _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
@@ -1214,6 +1229,14 @@ def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> b
     return (width == 1 or strides[3] == 1) and (n_pos == 1 or strides[2] == width)
 
 
+def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
+    """Whether every channels-last position of a flat view starts on a 64-byte line and spans
+    whole lines (unit channel stride)."""
+    line = simd.VECTOR_BYTES // buffer.itemsize
+    return bool(strides[3] == 1 and chans % line == 0 and all(s % line == 0 for s in strides[:3])
+                and (buffer.ctypes.data + offset * buffer.itemsize) % simd.VECTOR_BYTES == 0)
+
+
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
     """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``."""
     fh, fw, chans, mult = filt.shape
@@ -1340,6 +1363,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     # D2 -11 to -19% in interleaved A/B. With stride 1 it did not pay: D1 -2 to +3%, D5 +21%.
     stream_out = (direct_out and not planar and stride_w > 1
                   and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
+    stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
     wv = _weights(filt, acc, pitch)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
@@ -1352,7 +1376,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     rows_per_job = _rows_per_job(batch, in_h)
     share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
-          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_out, geo, planar,
+          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_out, stream_in_place, geo, planar,
           _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job)
 
