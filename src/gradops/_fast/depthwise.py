@@ -511,6 +511,15 @@ def _filter_rows(so, count, pitch):
 
 
 @njit(inline="always")
+def _lowest_positions(low, so, count, rows, shift, pitch):
+    """``low[r]``: the lowest source position that row ``r`` of taps (``_filter_rows``) reads,
+    ``shift`` past ``so``."""
+    size = abs(rows)
+    for r in range(count // size):
+        low[r] = so[size * r] + shift - (0 if rows > 0 else (size - 1) * pitch)
+
+
+@njit(inline="always")
 def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
@@ -523,8 +532,7 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     size = abs(rows)
     blocked = n_pos // 8 * 8
     for q in range(0, blocked, 8):
-        for r in range(count // size):  # the lowest source position a row of taps reads
-            low[r] = so[size * r] + q * pitch - (0 if rows > 0 else (size - 1) * pitch)
+        _lowest_positions(low, so, count, rows, q * pitch, pitch)
         if prefetch:
             last = count // size - 1
             for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
@@ -549,8 +557,7 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     if size == 3 and n_pos - blocked >= 4:
         # Four positions more (D3's 12 of 14): fewer loads than _taps_blocked's 4 x 2 blocks.
         q = blocked
-        for r in range(count // size):
-            low[r] = so[size * r] + q * pitch - (0 if rows > 0 else (size - 1) * pitch)
+        _lowest_positions(low, so, count, rows, q * pitch, pitch)
         j = 0
         while j + lanes <= width:
             if rows > 0:
@@ -821,11 +828,11 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
 
 @njit(cache=True, nogil=True)
 def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
-                           dx_st, dx_direct, direct_out, stream_out, stream_in_place, geo, planar, kind, rows_per_job):
-    """``stream_out`` (with ``direct_out``, channels-last): dx is written with non-temporal stores.
-    With ``stream_in_place`` (every position on a 64-byte line) the sums go straight from the
-    registers to dx, so the stores drain while the next blocks compute; otherwise each dx row is
-    summed in a row buffer of its own layout, then written as one run."""
+                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind, rows_per_job):
+    """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
+    straight from the registers to dx (every position on a 64-byte line), so the stores drain
+    while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer of its own
+    layout, then written as one run."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
                                              geo[15])
@@ -850,7 +857,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
             tags = np.full(ring_rows, -1, np.int64)
             src = dy_direct if direct_in else ring
-            if stream_out and not stream_in_place:
+            if stream_rows:
                 acc = np.empty(in_w * chans, wv.dtype)  # one dx row
             else:
                 acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
@@ -864,7 +871,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             dy_base = dy_off + b * dy_st[0]
             for iy in range(iy0, iy1):
                 dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
-                acc_row = dx_row if direct_out and (stream_in_place or not stream_out) else 0
+                acc_row = dx_row if direct_out and not stream_rows else 0
                 for r in range(min(sw, in_w)):
                     n_pos = (in_w - r + sw - 1) // sw
                     nt = 0
@@ -910,11 +917,11 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                     else:  # residue plane r of the row buffer, [r][q][k]
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
                                             tap, lo, hi, nt, wv, scratch, direct_in, False)
-                if stream_out and not stream_in_place:
+                if stream_rows:
                     _stream_row(acc, in_w * chans, dx_direct, dx_row)
                 elif not direct_out:
                     _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
-        if stream_out:
+        if stream_rows or stream_in_place:
             simd.store_fence()  # the rows are visible before the chunk is reported done
         finish(counters)
 
@@ -1364,6 +1371,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     stream_out = (direct_out and not planar and stride_w > 1
                   and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
     stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
+    stream_rows = stream_out and not stream_in_place
     wv = _weights(filt, acc, pitch)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
@@ -1376,7 +1384,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     rows_per_job = _rows_per_job(batch, in_h)
     share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
-          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_out, stream_in_place, geo, planar,
+          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
           _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job)
 

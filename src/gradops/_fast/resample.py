@@ -647,7 +647,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
     row_sum = np.empty(units * (1 + block_count.max()) + 4, np.float32)
     row_sum[:] = -0.0
-    vector = np.empty(2 * units, np.float32)
+    vector = np.empty(2 * units, np.float32)  # a pixel's sum, and (_pixel_sums) one dy row's part of it
     tap_base = np.empty(max_taps, np.int64)
     tap_weight = np.empty(max_taps, np.float32)
     items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
