@@ -286,6 +286,34 @@ def test_padding_taps_contribute_nothing():
     dx2 = empty_like_layout(dx.shape, dx.dtype, "NCHW")
     fast.backprop_input(as_layout(x, "NCHW"), f, dx2, 1, 1, 1, 1, 1, 1)
     np.testing.assert_array_equal(dx2, dx)
+    # staged rows (strided dy; float16): a non-finite weight must not take the zero margins
+    dx3 = empty_like_layout(dx.shape, dx.dtype, "strided")
+    fast.backprop_input(as_layout(x, "strided"), f, dx3, 1, 1, 1, 1, 1, 1)
+    np.testing.assert_array_equal(dx3, dx)
+    dx4 = np.empty(dx.shape, np.float16)
+    fast.backprop_input(x.astype(np.float16), f.astype(np.float16), dx4, 1, 1, 1, 1, 1, 1)
+    np.testing.assert_array_equal(dx4, dx)
+
+
+@pytest.mark.parametrize("dtype, layout", [(np.dtype(np.float32), "strided"), (np.dtype(np.float16), "NHWC")])
+@pytest.mark.parametrize("k, dil, pad, w, margins", [(3, 1, (1, 1), 14, (1, 1)), (3, 1, (1, 1), 23, (1, 1)),
+                                                     (5, 1, (2, 2), 13, (2, 2)), (3, 2, (2, 2), 12, (2, 2)),
+                                                     (3, 1, (0, 2), 11, (2, 0)), (3, 1, (2, 0), 11, (0, 2)),
+                                                     (3, 1, (3, 3), 9, (0, 0)), (4, 1, (1, 2), 10, (2, 1))])
+def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
+    """Stride-1 backprop over staged dy rows (strided or half dy) with zero margins, so each row is
+    one segment whose blocks of 8 overlap at the end (``_zero_margins``, ``_taps_rows``): the
+    same bits as NCHW's planar kernels, and against brute force. Asymmetric padding gives
+    margins on one side only (each margin: the filter's reach less that side's padding); padding
+    of 3 on a 3x3 filter needs none."""
+    c, h = 48, 6
+    ow = out_size(w, k, 1, dil, *pad)
+    assert fast._zero_margins(k, dil, pad[0], ow, w) == margins
+    case = dict(n=1, h=h, w=w, c=c, m=1, fh=k, fw=k, stride=(1, 1), dil=(dil, dil), pad=(pad[0], pad[0]),
+                oh=out_size(h, k, 1, dil, pad[0], pad[0]), ow=ow)
+    staged, planar = (run_all(case, dtype, (chosen, chosen), np.random.default_rng(w))
+                      for chosen in (layout, "NCHW"))
+    np.testing.assert_array_equal(bits(staged[1]), bits(planar[1]))
 
 
 def test_special_values_propagate():
@@ -401,15 +429,17 @@ def test_channel_tails_stay_inside_the_arrays(dtype, c):
         del dy, dx, y
 
 
-@pytest.mark.parametrize("stride", [1, 2])
-def test_streamed_dx_rows(stride):
-    """A strided dx of 16 MiB is written with non-temporal stores: straight from the registers
-    when every position starts on a 64-byte line, else row by row from a row buffer, rows starting
-    at any element offset (the first and last partial lines of every row go through plain
-    stores). Checked against brute force, the same bits either way, and nothing around the view
-    written; stride 1 (written in place) the same way."""
+@pytest.mark.parametrize("stride, n, c", [(1, 1, 256), (2, 1, 256), (1, 4, 32)])
+def test_streamed_dx_rows(stride, n, c):
+    """A dx of 16 (8) MiB is written with non-temporal stores when every position starts on a
+    64-byte line, straight from the registers: whole filter rows (``_taps_rows``; C = 256, staged
+    rows) and 9 taps with weights in registers (``_taps9_2x2``; C = 32, rows read in place). A
+    strided dx that does not start on a line goes row by row through a row buffer, rows starting
+    at any element offset (the first and last partial lines of every row through plain stores);
+    with stride 1, plain stores. Checked against brute force, the same bits every way, and
+    nothing around the view written."""
     rng = np.random.default_rng(stride)
-    n, h, w, c = 1, 128, 128, 256
+    h, w = 128, 128
     oh = -(-h // stride)  # SAME (D1 and D2 geometry): pad before = half the total, rounded down
     pad = ((oh - 1) * stride + 3 - h) // 2
     dy = random_values(rng, (n, oh, oh, c), np.float32)

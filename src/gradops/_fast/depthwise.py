@@ -12,9 +12,9 @@ How the work is laid out:
   rows a job needs are converted once into a small ring of float rows (``_stage_*``), or read in
   place when they already are float rows of the canonical layout ("direct"). Output rows of that
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
-  A strided dx beyond the cache is written with non-temporal stores: straight from the registers
-  when its positions start on 64-byte lines (the stores drain while the next blocks compute),
-  else summed in a row buffer and streamed out.
+  A dx beyond the cache is written with non-temporal stores: straight from the registers when
+  its positions start on 64-byte lines (the stores drain while the next blocks compute); a
+  strided one that does not, summed in a row buffer and streamed out.
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
   weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
@@ -34,8 +34,9 @@ How the work is laid out:
   of k vectors in registers and go 2 positions at a time (``_taps9_2x2``). Planar segments take
   their taps 4 at a time (one load and store of the accumulator per 4; the first group writes,
   so nothing is zeroed first). Taps in the padding
-  are skipped: they are never multiplied by 0, except in the planar blocks, where that is exact
-  (see ``_planar_blocks_kernel``).
+  are skipped: they are never multiplied by 0, except in the planar blocks and in staged
+  stride-1 backprop rows with zero margins, where that is exact (see ``_planar_blocks_kernel``,
+  ``_zero_margins``).
 * Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
   input: for each m, taps (ky, kx) ascending from +0, then the M partial sums added in m order.
   Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its (row, ox) terms in
@@ -383,20 +384,20 @@ def _load8(src, p, pitch):
 
 
 @njit(inline="always")
-def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7):
-    """Store the sums of 8 positions ``step`` apart."""
-    simd.store(acc, p, b0)
-    simd.store(acc, p + step, b1)
-    simd.store(acc, p + 2 * step, b2)
-    simd.store(acc, p + 3 * step, b3)
-    simd.store(acc, p + 4 * step, b4)
-    simd.store(acc, p + 5 * step, b5)
-    simd.store(acc, p + 6 * step, b6)
-    simd.store(acc, p + 7 * step, b7)
+def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream):
+    """Store the sums of 8 positions ``step`` apart (``_put``)."""
+    _put(acc, p, b0, stream)
+    _put(acc, p + step, b1, stream)
+    _put(acc, p + 2 * step, b2, stream)
+    _put(acc, p + 3 * step, b3, stream)
+    _put(acc, p + 4 * step, b4, stream)
+    _put(acc, p + 5 * step, b5, stream)
+    _put(acc, p + 6 * step, b6, stream)
+    _put(acc, p + 7 * step, b7, stream)
 
 
 @njit(inline="always")
-def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
+def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
     """8 positions x vector j of ``_taps_rows``, rows of 3 taps: per filter row, 10 source vectors
     serve the 24 (position, tap) products, so loads no longer outnumber multiplications."""
     b0 = simd.zeros(acc)
@@ -419,11 +420,11 @@ def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
             b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
             b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
             b6, b7 = _run3(b6, v8, v7, v6, w0, w1, w2), _run3(b7, v9, v8, v7, w0, w1, w2)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream)
 
 
 @njit(inline="always")
-def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
+def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
     """``_rows3_8x1`` for 4 positions: 6 source vectors serve the 12 (position, tap) products."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b0
@@ -440,10 +441,10 @@ def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
         else:
             b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
             b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
-    simd.store(acc, a + j, b0)
-    simd.store(acc, a + j + step, b1)
-    simd.store(acc, a + j + 2 * step, b2)
-    simd.store(acc, a + j + 3 * step, b3)
+    _put(acc, a + j, b0, stream)
+    _put(acc, a + j + step, b1, stream)
+    _put(acc, a + j + 2 * step, b2, stream)
+    _put(acc, a + j + 3 * step, b3, stream)
 
 
 @njit(inline="always")
@@ -453,7 +454,7 @@ def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
 
 
 @njit(inline="always")
-def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
+def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
     """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
@@ -487,7 +488,7 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending):
             b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
             b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
             b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream)
 
 
 @njit(inline="always")
@@ -520,18 +521,25 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
 
 
 @njit(inline="always")
-def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch):
+def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
-    Same products, same additions, same order. ``prefetch``: the rows are read in place from
-    memory, so the first and last rows of taps (the source row that is new for this output row,
-    in the adjoint and in the forward direction) are requested ``_PREFETCH_POSITIONS`` ahead."""
+    Same products, same additions, same order. A remainder after the blocks of 8 (but 4 positions
+    of 3-tap rows, which take a block of 4) is covered by one more block of 8 ending at ``n_pos``,
+    which computes again (and writes again, the same bits) up to 7 positions (D3's 14-position
+    rows with zero margins: 8 + 8, not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights
+    for each position).
+    ``prefetch``: the rows are read in place from memory, so the first and last rows of taps (the
+    source row that is new for this output row, in the adjoint and in the forward direction) are
+    requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``."""
     lanes = simd.lanes(acc)
     if width < lanes:
         return 0
     size = abs(rows)
     blocked = n_pos // 8 * 8
-    for q in range(0, blocked, 8):
+    overlap = n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
+    for block in range(blocked // 8 + overlap):
+        q = min(8 * block, n_pos - 8)
         _lowest_positions(low, so, count, rows, q * pitch, pitch)
         if prefetch:
             last = count // size - 1
@@ -545,25 +553,27 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
         while j + lanes <= width:
             a = a0 + q * step
             if rows == 3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True)
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
             elif rows == -3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False)
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
             elif rows == 5:
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True)
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
             else:
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False)
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
             j += lanes
         _channel_tail(acc, a0 + q * step, step, width, pitch, 8, src, so, q * pitch, wt, taps, count, j)
+    if overlap:
+        blocked = n_pos
     if size == 3 and n_pos - blocked >= 4:
-        # Four positions more (D3's 12 of 14): fewer loads than _taps_blocked's 4 x 2 blocks.
+        # Four positions more (12 of 12, 4 of 4-7): fewer loads than _taps_blocked's 4 x 2 blocks.
         q = blocked
         _lowest_positions(low, so, count, rows, q * pitch, pitch)
         j = 0
         while j + lanes <= width:
             if rows > 0:
-                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, True)
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, True, stream)
             else:
-                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, False)
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, False, stream)
             j += lanes
         _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
         blocked += 4
@@ -578,7 +588,7 @@ def _tap_2x2(b0, c0, b1, c1, src, s, pitch, lanes, w, v):
 
 
 @njit
-def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps):
+def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
     weights in registers: per pair of vectors the 18 weight vectors are loaded once, then the
     positions go two at a time (4 sums, each over the 9 taps in order from +0: the same products
@@ -611,16 +621,19 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps):
             b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s7 + p, pitch, lanes, w7, v7)
             b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s8 + p, pitch, lanes, w8, v8)
             o = a0 + q * step + j
-            simd.store(acc, o, b0)
-            simd.store(acc, o + lanes, c0)
-            simd.store(acc, o + step, b1)
-            simd.store(acc, o + step + lanes, c1)
+            _put(acc, o, b0, stream)
+            _put(acc, o + lanes, c0, stream)
+            _put(acc, o + step, b1, stream)
+            _put(acc, o + step + lanes, c1, stream)
             q += 2
     return n_pos // 2 * 2
 
 
-# Compiled once per type signature and called, not inlined into its four call sites: the kernels
-# compile a quarter faster (float32 backprop input 34 -> 25.5 s), with no loss at run time.
+# Compiled once per type signature and called, not inlined into its call sites. Callers pass
+# ``stream`` as a literal True / False, so numba compiles one specialisation of each with the
+# stores fixed (``stream`` tested at each store made D3 3.6x slower), and ``nt`` as an int64: a
+# Literal[int](0) there doubled the signatures. Float32 backprop input from an empty cache: 53 s
+# (191 s with two inlined copies of ``_taps_rows``, one per value of ``stream``).
 @njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
                         stream):
@@ -644,12 +657,12 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
         done = 0
         if (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
                 and width % (2 * simd.lanes(acc)) == 0):
-            done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap)
+            done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, stream)
         else:
             rows = _filter_rows(sub_so, count, pitch)
             if rows != 0:
                 done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count,
-                                  rows, shifted, prefetch)
+                                  rows, shifted, prefetch, stream)
         for t in range(count):
             sub_so[t] += done * pitch
         _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
@@ -771,7 +784,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
             scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
             x_base = x_off + b * x_st[0]
             for oy in range(oy0, oy1):
-                nt = 0
+                nt = np.int64(0)  # not Literal[int](0): see _fill_plane_blocked
                 for ky in range(fh):
                     iy = oy * sh - pt + ky * dh
                     if iy < 0 or iy >= in_h:
@@ -828,17 +841,20 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
 
 @njit(cache=True, nogil=True)
 def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
-                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind, rows_per_job):
+                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind, rows_per_job,
+                           margin_l, margin_r):
     """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
     straight from the registers to dx (every position on a 64-byte line), so the stores drain
     while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer of its own
-    layout, then written as one run."""
+    layout, then written as one run. ``margin_l`` / ``margin_r`` (stride 1, staged rows, finite
+    weights; see ``_zero_margins``): zero positions on each side of every staged dy row, so that
+    every tap of a row reaches every dx column and the row is one segment, without edges."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
                                              geo[15])
     width = chans * mult
     plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
-    row_len = out_w * pitch
+    row_len = (margin_l + out_w + margin_r) * pitch
     ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
@@ -856,6 +872,9 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             iy1 = min(in_h, iy0 + rows_per_job)
             ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
             tags = np.full(ring_rows, -1, np.int64)
+            for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
+                ring[slot * row_len:slot * row_len + margin_l * pitch] = 0
+                ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
             src = dy_direct if direct_in else ring
             if stream_rows:
                 acc = np.empty(in_w * chans, wv.dtype)  # one dx row
@@ -874,7 +893,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                 acc_row = dx_row if direct_out and not stream_rows else 0
                 for r in range(min(sw, in_w)):
                     n_pos = (in_w - r + sw - 1) // sw
-                    nt = 0
+                    nt = np.int64(0)
                     for ky in range(fh):
                         t = iy + pt - ky * dh
                         if t < 0:
@@ -886,7 +905,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                             row = dy_base + oy * dy_st[1]
                         else:
                             slot = oy % ring_rows
-                            row = slot * row_len
+                            row = slot * row_len + margin_l * pitch
                             if tags[slot] != oy:
                                 tags[slot] = oy
                                 if planar:
@@ -901,7 +920,11 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                             if kx_plane != r or ox_hi <= ox_lo:
                                 continue
                             # dx column q = ox + q_shift of plane r reads dy column ox
-                            lo[nt], hi[nt], tap[nt] = ox_lo + q_shift, ox_hi + q_shift, ky * fw + kx
+                            if margin_l + margin_r:  # stride 1: column ox = q - q_shift, margins too
+                                lo[nt], hi[nt] = max(0, q_shift - margin_l), min(n_pos, q_shift + out_w + margin_r)
+                            else:
+                                lo[nt], hi[nt] = ox_lo + q_shift, ox_hi + q_shift
+                            tap[nt] = ky * fw + kx
                             so[nt] = row - q_shift * (1 if planar else pitch)
                             nt += 1
                     if planar:
@@ -911,9 +934,12 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                 weight[t] = wv[tap[t] * pitch + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                                k * channel_stride, weight, lo, hi, nt, scratch)
-                    elif direct_out:  # positions r, r + sw, ... of the dx row itself
+                    elif direct_out and stream_in_place:  # positions r, r + sw, ... of the dx row itself
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, stream_in_place)
+                                            lo, hi, nt, wv, scratch, direct_in, True)
+                    elif direct_out:
+                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
+                                            lo, hi, nt, wv, scratch, direct_in, False)
                     else:  # residue plane r of the row buffer, [r][q][k]
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
                                             tap, lo, hi, nt, wv, scratch, direct_in, False)
@@ -1272,6 +1298,17 @@ def _rows_per_job(batch: int, rows: int) -> int:
     return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * thread_count()))))
 
 
+def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:
+    """Zero dy positions to stage left and right of each row for the stride-1 adjoint, where dx
+    column ix reads dy column ix + pad_left - kx*dil_w: with them every tap reaches every dx
+    column. A tap reaching a margin adds x*0 = +-0 to a sum that started at +0, which leaves it
+    unchanged bit for bit (a sum from +0 is never -0; x + +-0 = x otherwise), given finite
+    weights. Each margin is the filter's reach (fw - 1)*dil_w less that side's padding, at least 0
+    (out_w = in_w + pad_left + pad_right - reach)."""
+    reach = (fw - 1) * dil_w
+    return max(0, reach - pad_left), max(0, in_w + pad_left - out_w)
+
+
 def _geometry(*sizes: int) -> np.ndarray:
     """(N, H, W, C, M, OH, OW, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, pitch):
     the ``geo`` argument of the row kernels."""
@@ -1366,12 +1403,12 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     # dx rows can be the accumulator when they have its layout and there is no m to combine:
     # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
     direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
-    # A strided dx (s*s times dy's size) beyond the cache skips the read for ownership of its lines:
-    # D2 -11 to -19% in interleaved A/B. With stride 1 it did not pay: D1 -2 to +3%, D5 +21%.
-    stream_out = (direct_out and not planar and stride_w > 1
-                  and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
+    # A dx beyond the cache skips the read for ownership of its lines: in place, D1 0.92-0.97x,
+    # D3 0.95-0.97x, D5 0.88-0.92x (interleaved A/B). Through a row buffer, only a strided dx paid
+    # (s*s times dy's size; D2 -11 to -19%; D1 -2 to +3%, D5 +21%).
+    stream_out = direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
     stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
-    stream_rows = stream_out and not stream_in_place
+    stream_rows = stream_out and not stream_in_place and stride_w > 1
     wv = _weights(filt, acc, pitch)
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
@@ -1382,11 +1419,13 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left, pitch)
     rows_per_job = _rows_per_job(batch, in_h)
+    margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
+    if margins != (0, 0) and not np.isfinite(wv).all():
+        margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
-          _HALF_KINDS.get(out.dtype, _FLOAT),
-          rows_per_job)
+          _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)
 
 
 @_entry_point
