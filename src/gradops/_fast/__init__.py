@@ -5,4 +5,16 @@ Only imported on the first fast call (numba's import and the kernel cache load a
 thread in a fixed order, so results are bit-identical whatever the thread count. The threads
 are the calling thread and ``numba.get_num_threads() - 1`` helpers (``pool.py``; set with
 ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads``); no kernel uses an OpenMP parallel region.
+
+Compile time (a first call from an empty cache; ``gradops examples`` on a fresh machine):
+
+* numba types a call to another jitted function with its literal arguments first, and compiles
+  that specialisation even when the variable later unifies to int64. A counter that starts at
+  ``0`` and is passed on (``nt``, ``count``, ``taps``) therefore compiled its callee twice;
+  such counters start at ``np.int64(0)``. Literal flags are passed on purpose where a
+  specialisation pays (``stream`` in the depthwise kernels: the stores are fixed at compile time).
+* ``inline="always"`` inlines at numba's IR level, copying the callee's IR into every call site
+  (most of the compile time was ``copy.deepcopy``). It is kept for the small register-blocked
+  leaves, which LLVM might not inline; the functions that call them once per row segment are
+  compiled once per signature and called (depthwise ``_taps_rows``, ``_taps_blocked``).
 """

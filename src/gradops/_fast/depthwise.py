@@ -331,7 +331,7 @@ def _channel_tail(acc, a, step, width, pitch, positions, src, so, shift, wt, tap
         simd.store_first(acc, a + p * step + k0, b, n)
 
 
-@njit(inline="always")
+@njit
 def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, shifted, stream):
     """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*pitch + j] *
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
@@ -520,7 +520,7 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
         low[r] = so[size * r] + shift - (0 if rows > 0 else (size - 1) * pitch)
 
 
-@njit(inline="always")
+@njit
 def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
@@ -629,11 +629,11 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     return n_pos // 2 * 2
 
 
-# Compiled once per type signature and called, not inlined into its call sites. Callers pass
-# ``stream`` as a literal True / False, so numba compiles one specialisation of each with the
-# stores fixed (``stream`` tested at each store made D3 3.6x slower), and ``nt`` as an int64: a
-# Literal[int](0) there doubled the signatures. Float32 backprop input from an empty cache: 53 s
-# (191 s with two inlined copies of ``_taps_rows``, one per value of ``stream``).
+# Compiled once per type signature and called, as are ``_taps_rows`` and ``_taps_blocked`` (see
+# ``_fast/__init__``). Callers pass ``stream`` as a literal True / False, so numba compiles one
+# specialisation of each with the stores fixed (``stream`` tested at each store made D3 3.6x
+# slower). Float32 backprop input from an empty cache: 35-39 s (65 s with the segment functions
+# inlined and counters typed as literals; 191 s with two inlined copies of ``_taps_rows``).
 @njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
                         stream):
@@ -644,7 +644,7 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
     bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
-        count = 0
+        count = np.int64(0)
         for t in range(nt):
             if lo[t] <= q0 and q1 <= hi[t]:
                 sub_so[count], sub_tap[count] = so[t] + q0 * pitch, tap[t] * pitch
@@ -678,7 +678,7 @@ def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratc
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
         a0, n = base + q0, q1 - q0
-        count = 0
+        count = np.int64(0)
         for t in range(nt):
             if lo[t] <= q0 and q1 <= hi[t]:
                 sub_so[count], sub_weight[count] = so[t] + ch + q0, t
@@ -784,7 +784,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
             scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
             x_base = x_off + b * x_st[0]
             for oy in range(oy0, oy1):
-                nt = np.int64(0)  # not Literal[int](0): see _fill_plane_blocked
+                nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
                 for ky in range(fh):
                     iy = oy * sh - pt + ky * dh
                     if iy < 0 or iy >= in_h:

@@ -676,7 +676,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
         i1 = rest % n1
         i0 = rest // n1
         for _ in range(start, (chunk + 1) * items // chunks):
-            taps = 0
+            taps = np.int64(0)  # not Literal[int](0): see _fast/__init__
             for k0 in range(ptr0[i0], ptr0[i0 + 1]):
                 for k1 in range(ptr1[i1], ptr1[i1 + 1]):
                     w01 = np.float32(weight0[k0]) * weight1[k1]
