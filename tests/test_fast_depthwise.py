@@ -465,6 +465,36 @@ def test_streamed_dx_rows(stride, n, c):
         np.testing.assert_array_equal(bits(other), bits(results[0]))
 
 
+
+def test_streamed_float16_dx_rows(monkeypatch):
+    """A float16 dx of 8 MiB with rows of one run is rounded from the row buffer straight into
+    non-temporal stores (``_stream_half_row``), rows starting at any element offset (C = 33: no
+    row starts on a line; the partial lines at both ends take plain stores). The same bits as the
+    plain stores (streaming switched off), checked against brute force, nothing around the view
+    written."""
+    rng = np.random.default_rng(16)
+    n, h, w, c = 2, 256, 250, 33
+    dy = random_values(rng, (n, h, w, c), np.float16)
+    f = random_values(rng, (3, 3, c, 1), np.float16)
+    exact = brute_backprop_input(dy, f, h, w, (1, 1), (1, 1), (1, 1))
+    exact_abs = brute_backprop_input(np.abs(dy), np.abs(f), h, w, (1, 1), (1, 1), (1, 1))
+    size = n * h * w * c
+    assert size * 2 >= simd.STREAMING_THRESHOLD_BYTES
+    results = []
+    for shift, threshold in ((0, simd.STREAMING_THRESHOLD_BYTES), (5, simd.STREAMING_THRESHOLD_BYTES),
+                             (5, 1 << 62)):
+        monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
+        buffer = np.full(size + 16, 7.0, np.float16)
+        dx = buffer[shift:shift + size].reshape(n, h, w, c)
+        streamed = fast._streams_half_rows(dx, fast._kernel_view(dx, False)[2], c, 1, 1, False)
+        assert streamed == (fast.half.HARDWARE_HALF and threshold < size * 2)
+        fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
+        check(dx, exact, exact_abs, 9, np.dtype(np.float16))
+        assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+        results.append(dx.copy())
+    for other in results[1:]:
+        np.testing.assert_array_equal(bits(other), bits(results[0]))
+
 def test_unaligned_output_view():
     """An output whose strides are not multiples of its item size (a packed record field)."""
     rng = np.random.default_rng(8)

@@ -122,6 +122,27 @@ store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the
 first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
 
 
+
+@intrinsic
+def store_stream_half(typingctx, array, index, value):
+    """``array[index : index + lanes]`` = the float32 lanes of ``value`` rounded to float16 bits
+    (LLVM ``fptrunc``: round to nearest even, as ``half.encode``), with a non-temporal hint;
+    ``array`` holds uint16 bits and is 32-byte aligned at ``index``. Only where the CPU converts
+    half in hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library routine that
+    numba's JIT does not link."""
+    if not (isinstance(array, types.Array) and array.dtype == types.uint16 and isinstance(index, types.Integer)
+            and isinstance(value, FloatVector) and value.dtype == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        bits_type = ir.VectorType(ir.IntType(16), value.lanes)
+        bits = builder.bitcast(builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), value.lanes)), bits_type)
+        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], bits_type)
+        written = builder.store(bits, pointer, align=value.lanes * 2)
+        written.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+    return types.void(array, index, value), codegen
+
 def broadcast(builder, scalar, lanes: int):
     """LLVM IR: the vector of ``lanes`` copies of ``scalar`` (an insert and a zero shuffle)."""
     vector = ir.VectorType(scalar.type, lanes)
