@@ -151,7 +151,13 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
     return decode
 
 
-@overload(_store_run)
+def _inline_float_stores(expr, caller_info, callee_info) -> bool:
+    """Inline ``_store_run`` into float outputs only (the half encoders, inlined, trip an internal
+    numba IR check)."""
+    return isinstance(callee_info.typemap["dst"].dtype, types.Float)
+
+
+@overload(_store_run, inline=_inline_float_stores)
 def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
     if isinstance(dst.dtype, types.Float):
         def copy(acc, start, n, dst, dst_start, step, kind):
