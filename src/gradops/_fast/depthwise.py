@@ -770,7 +770,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
     jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
     acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     items = n_batch * jobs_per_image
     while True:
         pool_chunk = claim(counters)
@@ -869,7 +869,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     items = n_batch * jobs_per_image
     while True:
         pool_chunk = claim(counters)
@@ -1078,7 +1078,7 @@ def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_
     stage_rows = block_rows + y_hi - y_lo
     parts = mult if adjoint else 1
     blocks = (out_h + block_rows - 1) // block_rows
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     items = n_batch * planes * blocks
     while True:
         pool_chunk = claim(counters)
@@ -1147,7 +1147,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
     chunks = partial.shape[0]
     rows = n_batch * out_h
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     items = chunks
     while True:
         pool_chunk = claim(counters)

@@ -9,7 +9,7 @@ helper that has not started. Which thread computes a chunk does not change its r
 outputs are bit-identical whatever the thread count.
 
 A kernel run by :func:`share` has the signature ``kernel(counters, epoch, role, chunks, *args)``,
-releases the GIL (``nogil=True``), starts with ``seen = begin(epoch, role)``, loops
+releases the GIL (``nogil=True``), starts with ``seen = begin(counters, epoch, role)``, loops
 ``chunk = claim(counters)`` until ``chunk >= chunks``, calling ``finish(counters)`` after each
 chunk it computed, and ends with ``end(epoch, role, seen)``. It touches the data of its large
 array arguments only inside chunks it claimed: helpers get views that do not keep a fresh output's
@@ -89,11 +89,15 @@ CALLER, HELPER, ALONE = 0, 1, 2  # a kernel's ``role``
 
 
 @njit(inline="always")
-def begin(epoch, role):
-    """The calling thread announces its task to the lingering helpers; returns the epoch this
-    thread starts in."""
+def begin(counters, epoch, role):
+    """The calling thread announces its task to the lingering helpers; returns the epoch of this
+    task. A helper takes it from ``counters[2]``, not from ``epoch``: a helper that starts a task
+    late, after the caller has announced the next one, must not linger for that next task while
+    it waits unread in its queue (it would stay one task behind, call after call)."""
     if role == CALLER:
         return _fetch_add(epoch, 0) + 1
+    if role == HELPER:
+        return counters[2]
     return _atomic_load(epoch, 0)
 
 
@@ -119,9 +123,9 @@ def finish(counters):
 
 
 @njit(nogil=True, cache=True)
-def _linger(epoch, role):
+def _linger(counters, epoch, role):
     """A kernel with no work (calibrates ``end``)."""
-    end(epoch, role, begin(epoch, role))
+    end(epoch, role, begin(counters, epoch, role))
 
 
 _read_thread_count: Callable[[], int] | None = None
@@ -150,11 +154,12 @@ def _calibrate_linger() -> int:
     """Rounds of ``end`` in ``_HELPER_SPIN_SECONDS``, from the fastest of a few timings (a timing
     the OS interrupted would make helpers give up waiting too soon)."""
     probe = np.array([0, 1 << 16], np.int64)
-    _linger(probe, HELPER)  # compile or load
+    counters = np.zeros(3, np.int64)  # the task of epoch 0, which stays current
+    _linger(counters, probe, HELPER)  # compile or load
     fastest = float("inf")
     for _ in range(5):
         start = time.perf_counter()
-        _linger(probe, HELPER)
+        _linger(counters, probe, HELPER)
         fastest = min(fastest, time.perf_counter() - start)
     return max(1, int(probe[1] * _HELPER_SPIN_SECONDS / max(fastest, 1e-9)))
 
@@ -172,8 +177,11 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:
     threads."""
     threads = 1 if moved_bytes < _INLINE_BYTES else min(thread_count(), items)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
-    counters = np.zeros(2, np.int64)  # [next chunk to claim, chunks computed]
+    counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
     if threads > 1:
+        # What the caller's ``begin`` will announce (if another thread's call announces first, a
+        # helper merely stops lingering early).
+        counters[2] = _epoch[0] + 1
         # The caller holds the arrays until every claimed chunk is done, and a helper touches
         # their data only in chunks it claimed; so helpers may hold lent views.
         _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *lent(args)))

@@ -75,7 +75,7 @@ def _select_run(x, value, out, start, stop, limit):
 def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit):
     """Whole vectors written with non-temporal stores, ``_STREAMING_CHUNK_VECTORS`` per job; the
     unaligned head and the tail go with the first and last job. A store fence ends each chunk."""
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     n = out.size
     lanes = _VECTOR_BYTES // out.itemsize
     head = min(n, (_VECTOR_BYTES - out.ctypes.data % _VECTOR_BYTES) % _VECTOR_BYTES // out.itemsize)
@@ -99,7 +99,7 @@ def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit)
 
 @njit(cache=True, nogil=True)
 def _select_dense(counters, epoch, role, chunks, x, value, out, limit):
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     n = out.size
     while True:
         chunk = claim(counters)
@@ -112,7 +112,7 @@ def _select_dense(counters, epoch, role, chunks, x, value, out, limit):
 
 @njit(cache=True, nogil=True)
 def _select_strided(counters, epoch, role, chunks, shape, x, x_off, x_st, v, v_off, v_st, out, o_off, o_st, limit):
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     ndim = shape.size
     inner = shape[ndim - 1]
     rows = 1

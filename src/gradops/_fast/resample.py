@@ -641,7 +641,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
 
     ``stream`` (see ``_streams``): pixels of one or two slots read directly, or of four from the
     row sum, are written with non-temporal stores; the same sums."""
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     units = dst_shape[4]
     # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
     # + 4: an affine span's padding slots may read up to 3 elements past the block's data.
@@ -746,7 +746,7 @@ def _select(counters, epoch, role, chunks, src, src_offset, src_strides, dst, ds
             index0, index1, index2, index3, inner_identity):
     """Nearest forward: ``dst[o] = src[index0[o0], ..., index3[o3]]``, copying raw bits. A work
     item is a row (o0, o1, o2)."""
-    seen = begin(epoch, role)
+    seen = begin(counters, epoch, role)
     n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
     s0, s1, s2, s3 = src_strides[0], src_strides[1], src_strides[2], src_strides[3]
     d0, d1, d2, d3 = dst_strides[0], dst_strides[1], dst_strides[2], dst_strides[3]

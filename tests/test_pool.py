@@ -1,0 +1,67 @@
+"""The fast backend's thread pool (``_fast/pool.py``): helpers that fall behind catch up."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from numba import njit  # noqa: E402
+
+from gradops._fast import pool  # noqa: E402
+from gradops._fast.pool import _atomic_load, begin, claim, end, finish, share  # noqa: E402
+
+_ENOUGH_BYTES = 1 << 30  # any call this large runs on the helpers too
+_PATIENCE = 1 << 32      # rounds of waiting for a helper: seconds, far beyond a helper's start
+
+
+@njit(nogil=True)
+def _who_claims(counters, epoch, role, chunks, claimed_by, patience):
+    """Records the role of the thread that claims each chunk; the thread that claims chunk 0
+    waits (at most ``patience`` rounds) for another thread to claim chunk 1."""
+    seen = begin(counters, epoch, role)
+    while True:
+        chunk = claim(counters)
+        if chunk >= chunks:
+            end(epoch, role, seen)
+            return
+        claimed_by[chunk] = role
+        if chunk == 0:
+            for _ in range(patience):
+                if _atomic_load(counters, 0) > 1:
+                    break
+        finish(counters)
+
+
+def _run(patience: int) -> np.ndarray:
+    claimed_by = np.full(2, -1, np.int64)
+    share(_who_claims, 2, _ENOUGH_BYTES, claimed_by, patience)
+    return claimed_by
+
+
+def test_a_helper_that_starts_late_helps_with_the_next_call():
+    """A helper busy (here: blocked) during two calls finds both of their tasks queued when it
+    is free. It must skip them and help with the next call, not linger for that call's
+    announcement while that call's task waits unread in its queue: that kept it one task
+    behind, call after call, and calls shorter than a helper's lingering ran on one thread."""
+    if pool.thread_count() < 2:
+        pytest.skip("needs 2 threads")
+    _run(0)  # starts the helper (and compiles)
+    started, release = threading.Event(), threading.Event()
+    pool._helpers[0].put((lambda: (started.set(), release.wait()), ()))
+    assert started.wait(30), "the helper did not take its next task"
+    rounds = int(pool._epoch[1])
+    # Lingering that never times out: a helper lingering for the wrong task would stay there.
+    pool._epoch[1] = 1 << 62
+    try:
+        assert _run(0).tolist() == [pool.CALLER, pool.CALLER]  # queued for the blocked helper
+        assert _run(0).tolist() == [pool.CALLER, pool.CALLER]
+        release.set()
+        assert _run(_PATIENCE).tolist() == [pool.CALLER, pool.HELPER]
+    finally:
+        release.set()
+        pool._epoch[1] = rounds
+        _run(0)  # a new announcement ends any lingering begun with the long count
