@@ -393,8 +393,8 @@ def _load8(src, p, pitch):
 
 
 @njit(inline="always")
-def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream):
-    """Store the sums of 8 positions ``step`` apart (``_put``)."""
+def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions):
+    """Store the sums of ``positions`` (8 or 7) positions ``step`` apart (``_put``)."""
     _put(acc, p, b0, stream)
     _put(acc, p + step, b1, stream)
     _put(acc, p + 2 * step, b2, stream)
@@ -402,20 +402,21 @@ def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream):
     _put(acc, p + 4 * step, b4, stream)
     _put(acc, p + 5 * step, b5, stream)
     _put(acc, p + 6 * step, b6, stream)
-    _put(acc, p + 7 * step, b7, stream)
+    if positions == 8:
+        _put(acc, p + 7 * step, b7, stream)
 
 
 @njit(inline="always")
-def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
-    """8 positions x vector j of ``_taps_rows``, rows of 3 taps: per filter row, 10 source vectors
-    serve the 24 (position, tap) products, so loads no longer outnumber multiplications."""
+def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions):
+    """``positions`` (8, or 7: a constant) positions x vector j of ``_taps_rows``, rows of 3 taps:
+    per filter row, ``positions`` + 2 source vectors serve the 3 * ``positions`` (position, tap)
+    products, so loads no longer outnumber multiplications."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 3):
         p = low[t // 3] + j
         v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
         v8 = simd.load(src, p + 8 * pitch)
-        v9 = simd.load(src, p + 9 * pitch)
         w0 = simd.load(wt, taps[t] + j)
         w1 = simd.load(wt, taps[t + 1] + j)
         w2 = simd.load(wt, taps[t + 2] + j)
@@ -423,13 +424,17 @@ def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
             b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
             b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
             b4, b5 = _run3(b4, v4, v5, v6, w0, w1, w2), _run3(b5, v5, v6, v7, w0, w1, w2)
-            b6, b7 = _run3(b6, v6, v7, v8, w0, w1, w2), _run3(b7, v7, v8, v9, w0, w1, w2)
+            b6 = _run3(b6, v6, v7, v8, w0, w1, w2)
+            if positions == 8:
+                b7 = _run3(b7, v7, v8, simd.load(src, p + 9 * pitch), w0, w1, w2)
         else:  # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
             b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
             b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
             b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
-            b6, b7 = _run3(b6, v8, v7, v6, w0, w1, w2), _run3(b7, v9, v8, v7, w0, w1, w2)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream)
+            b6 = _run3(b6, v8, v7, v6, w0, w1, w2)
+            if positions == 8:
+                b7 = _run3(b7, simd.load(src, p + 9 * pitch), v8, v7, w0, w1, w2)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions)
 
 
 @njit(inline="always")
@@ -497,7 +502,7 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
             b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
             b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
             b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, 8)
 
 
 @njit(inline="always")
@@ -533,11 +538,11 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
 def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
-    Same products, same additions, same order. A remainder after the blocks of 8 (but 4 positions
-    of 3-tap rows, which take a block of 4) is covered by one more block of 8 ending at ``n_pos``,
-    which computes again (and writes again, the same bits) up to 7 positions (D3's 14-position
-    rows with zero margins: 8 + 8, not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights
-    for each position).
+    Same products, same additions, same order. Rows of 3 taps over 7k positions (7, 14, 21, 28;
+    D3's 14-position rows with zero margins) go 7 at a time. Otherwise a remainder after the
+    blocks of 8 (but 4 positions of 3-tap rows, which take a block of 4) is covered by one more
+    block of 8 ending at ``n_pos``, which computes again (and writes again, the same bits) up to
+    7 positions (not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights for each position).
     ``prefetch``: the rows are read in place from memory, so the first and last rows of taps (the
     source row that is new for this output row, in the adjoint and in the forward direction) are
     requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``."""
@@ -545,10 +550,12 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     if width < lanes:
         return 0
     size = abs(rows)
-    blocked = n_pos // 8 * 8
-    overlap = n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
-    for block in range(blocked // 8 + overlap):
-        q = min(8 * block, n_pos - 8)
+    sevens = size == 3 and n_pos % 7 == 0 and n_pos % 8 != 0
+    positions = 7 if sevens else 8
+    blocked = n_pos if sevens else n_pos // 8 * 8
+    overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
+    for block in range(blocked // positions + overlap):
+        q = min(positions * block, n_pos - positions)
         _lowest_positions(low, so, count, rows, q * pitch, pitch)
         if prefetch:
             last = count // size - 1
@@ -561,16 +568,20 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
         # keeps both variants' registers live and spills them (21 against 37 GMAC/s for 5 taps)
         while j + lanes <= width:
             a = a0 + q * step
-            if rows == 3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
+            if rows == 3 and sevens:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 7)
+            elif rows == -3 and sevens:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 7)
+            elif rows == 3:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 8)
             elif rows == -3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 8)
             elif rows == 5:
                 _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
             else:
                 _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
             j += lanes
-        _channel_tail(acc, a0 + q * step, step, width, pitch, 8, src, so, q * pitch, wt, taps, count, j)
+        _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
     if overlap:
         blocked = n_pos
     if size == 3 and n_pos - blocked >= 4:
