@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -65,3 +66,33 @@ def test_a_helper_that_starts_late_helps_with_the_next_call():
         release.set()
         pool._epoch[1] = rounds
         _run(0)  # a new announcement ends any lingering begun with the long count
+
+
+def test_concurrent_callers_get_their_own_results():
+    """Python threads calling at once share the helpers (each helper serves the tasks of every
+    caller in turn) and the output cache: each call must still return its own result, the same
+    bits as alone. ReLU grad is a selection (exact: x > 0 ? dy : +0); the linear resample grad is
+    compared with the same call made alone."""
+    import gradops
+
+    rng = np.random.default_rng(5)
+    cases = []
+    for k in range(4):
+        x, dy = rng.standard_normal((2, 64, 32, 32), dtype=np.float32)  # 512 KiB each: helpers join
+        grad = rng.standard_normal((1, 16, 64 + 8 * k, 64), dtype=np.float32)
+        sizes = (1, 16, 32 + 4 * k, 32)
+        cases.append((x, dy, np.where(x > 0, dy, np.float32(0)), grad, sizes,
+                      gradops.resample_grad1(grad, sizes, mode="linear")))
+
+    def work(case) -> bool:
+        x, dy, relu_expected, grad, sizes, resample_expected = case
+        for _ in range(40):
+            if not np.array_equal(gradops.relu_grad(x, dy), relu_expected):
+                return False
+            if not np.array_equal(gradops.resample_grad1(grad, sizes, mode="linear").view(np.uint32),
+                                  resample_expected.view(np.uint32)):
+                return False
+        return True
+
+    with ThreadPoolExecutor(len(cases)) as executor:
+        assert all(executor.map(work, cases))
