@@ -296,13 +296,15 @@ def test_padding_taps_contribute_nothing():
     np.testing.assert_array_equal(dx4, dx)
 
 
-@pytest.mark.parametrize("dtype, layout", [(np.dtype(np.float32), "strided"), (np.dtype(np.float16), "NHWC")])
+@pytest.mark.parametrize("dtype, layout", [(np.dtype(np.float32), "strided"), (np.dtype(np.float16), "NHWC"),
+                                           (np.dtype(np.float32), "NHWC")])
 @pytest.mark.parametrize("k, dil, pad, w, margins", [(3, 1, (1, 1), 14, (1, 1)), (3, 1, (1, 1), 23, (1, 1)),
                                                      (5, 1, (2, 2), 13, (2, 2)), (3, 2, (2, 2), 12, (2, 2)),
                                                      (3, 1, (0, 2), 11, (2, 0)), (3, 1, (2, 0), 11, (0, 2)),
                                                      (3, 1, (3, 3), 9, (0, 0)), (4, 1, (1, 2), 10, (2, 1))])
 def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
-    """Stride-1 backprop over staged dy rows (strided or half dy) with zero margins, so each row is
+    """Stride-1 backprop over staged dy rows (strided, half, or float32 rows of 48 channels, wider
+    than ``_IN_PLACE_ROW_BYTES``) with zero margins, so each row is
     one segment whose blocks of 8 overlap at the end (``_zero_margins``, ``_taps_rows``): the
     same bits as NCHW's planar kernels, and against brute force. Asymmetric padding gives
     margins on one side only (each margin: the filter's reach less that side's padding); padding
@@ -315,6 +317,22 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
     staged, planar = (run_all(case, dtype, (chosen, chosen), np.random.default_rng(w))
                       for chosen in (layout, "NCHW"))
     np.testing.assert_array_equal(bits(staged[1]), bits(planar[1]))
+
+
+@pytest.mark.parametrize("c, stride, weight, in_place", [(32, 1, 1.0, True), (48, 1, 1.0, False),
+                                                          (48, 2, 1.0, True), (48, 1, np.inf, True)])
+def test_which_dy_rows_are_read_in_place(monkeypatch, c, stride, weight, in_place):
+    """Backprop input reads contiguous float32 dy rows in place up to ``_IN_PLACE_ROW_BYTES`` per
+    position, and stages wider stride-1 rows with zero margins, unless a weight is not finite
+    (0 * inf in a margin would be NaN). The results are checked in the tests above; this pins
+    the choice."""
+    seen = []
+    monkeypatch.setattr(fast, "share", lambda kernel, items, moved, *args: seen.append(args[4]))
+    oh = -(-9 // stride)
+    dy = np.ones((1, oh, oh, c), np.float32)
+    f = np.full((3, 3, c, 1), weight, np.float32)
+    fast.backprop_input(dy, f, np.empty((1, 9, 9, c), np.float32), stride, stride, 1, 1, 1, 1)
+    assert seen == [in_place]
 
 
 def test_special_values_propagate():

@@ -75,6 +75,12 @@ _LINE = 64  # bytes per cache line
 # ``_taps9_2x2``: D1 -18%, D5 -16%, D7 -9%, 56x56x64 -13% in interleaved A/B; wider rows lost
 # (28x28x128 +3%, 56x56x128 +17%, D3 +11%).
 _WEIGHTS_IN_REGISTERS_BYTES = 256
+# Backprop input reads stride-1 dy rows in place only up to this many bytes per position (one pair
+# of float32 vectors: D1, D5, whose 9-tap segments run in _taps9_2x2; staged, 112x112x32 took
+# 1.17x as long). Wider rows are staged with zero margins: 56x56x144 0.60x, 14x14x480 with 5x5
+# taps 0.68x, 112x112x96 0.68x, 28x28x240 0.73x, 7x7x480 0.89x, 112x112x64 0.96x (interleaved
+# A/B). Strided rows stay in place (staged, without margins: 1.04-1.06x).
+_IN_PLACE_ROW_BYTES = 128
 
 
 # Loads and stores dispatch on the array type while compiling: float arrays get plain copies, so
@@ -1455,7 +1461,13 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     dx_buf, dx_off, dx_st = _kernel_view(out, False)
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     pitch = _pitch(width, acc, planar)
-    direct_in = native and pitch == width and _direct_rows(dy_st, out_w, width, planar)
+    wv = _weights(filt, acc, pitch)
+    finite = bool(np.isfinite(wv).all())
+    # dy rows in the canonical layout are read in place, but stride-1 rows wider than
+    # _IN_PLACE_ROW_BYTES are staged with zero margins (finite weights): each row is then one
+    # segment of taps, without edge positions (see _zero_margins)
+    direct_in = native and pitch == width and _direct_rows(dy_st, out_w, width, planar) and (
+        stride_w != 1 or not finite or width * np.dtype(acc).itemsize <= _IN_PLACE_ROW_BYTES)
     # dx rows can be the accumulator when they have its layout and there is no m to combine:
     # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
     direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
@@ -1466,8 +1478,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
     stream_rows = stream_out and not stream_in_place and stride_w > 1
     stream_half = _streams_half_rows(out, dx_st, chans, mult, stride_w, planar)
-    wv = _weights(filt, acc, pitch)
-    if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
+    if planar and stride_h == stride_w == 1 and finite:
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
         shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
         _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
@@ -1477,7 +1488,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
                     pad_left, pitch)
     rows_per_job = _rows_per_job(batch, in_h)
     margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
-    if margins != (0, 0) and not np.isfinite(wv).all():
+    if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
