@@ -484,10 +484,9 @@ def test_streamed_dx_rows(stride, n, c):
         np.testing.assert_array_equal(bits(other), bits(results[0]))
 
 
-
 def test_streamed_float16_dx_rows(monkeypatch):
     """A float16 dx of 8 MiB with rows of one run is rounded from the row buffer straight into
-    non-temporal stores (``_stream_half_row``), rows starting at any element offset (C = 33: no
+    non-temporal stores (``_stream_row``), rows starting at any element offset (C = 33: no
     row starts on a line; the partial lines at both ends take plain stores). The same bits as the
     plain stores (streaming switched off), checked against brute force, nothing around the view
     written."""
@@ -513,6 +512,7 @@ def test_streamed_float16_dx_rows(monkeypatch):
         results.append(dx.copy())
     for other in results[1:]:
         np.testing.assert_array_equal(bits(other), bits(results[0]))
+
 
 def test_unaligned_output_view():
     """An output whose strides are not multiples of its item size (a packed record field)."""

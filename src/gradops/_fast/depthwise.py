@@ -14,8 +14,8 @@ How the work is laid out:
   layout are accumulated in place too; otherwise in a row buffer, then stored (and rounded) once.
   A dx beyond the cache is written with non-temporal stores: straight from the registers when
   its positions start on 64-byte lines (the stores drain while the next blocks compute); a
-  strided one that does not, summed in a row buffer and streamed out; float16 rows of one run,
-  rounded from the row buffer as they are streamed (``_stream_half_row``).
+  strided one that does not, or a float16 one whose rows are one run each, summed in a row
+  buffer and streamed out (rounded as it is written: ``_stream_row``).
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
   weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
@@ -867,13 +867,12 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
 
 @njit(cache=True, nogil=True)
 def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
-                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, stream_half, geo, planar, kind,
-                           rows_per_job,
+                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind, rows_per_job,
                            margin_l, margin_r):
     """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
     straight from the registers to dx (every position on a 64-byte line), so the stores drain
     while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer of its own
-    layout, then written as one run. ``margin_l`` / ``margin_r`` (stride 1, staged rows, finite
+    layout, then written (and rounded) as one run. ``margin_l`` / ``margin_r`` (stride 1, staged rows, finite
     weights; see ``_zero_margins``): zero positions on each side of every staged dy row, so that
     every tap of a row reaches every dx column and the row is one segment, without edges."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
@@ -971,54 +970,46 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
                                             tap, lo, hi, nt, wv, scratch, direct_in, False)
                 if stream_rows:
-                    _stream_row(acc, in_w * chans, dx_direct, dx_row)
-                elif stream_half:
-                    _stream_half_row(acc, in_w * chans, dx, dx_row, kind)
+                    _stream_row(acc, in_w * chans, dx, dx_row, kind)
                 elif not direct_out:
                     _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
-        if stream_rows or stream_in_place or stream_half:
+        if stream_rows or stream_in_place:
             simd.store_fence()  # the rows are visible before the chunk is reported done
         finish(counters)
 
 
 @njit(inline="always")
-def _stream_row(buf, n, dst, start):
-    """``dst[start:start + n] = buf[:n]``: whole 64-byte lines with non-temporal stores, the
-    partial lines at the two ends (``dst`` need only be element-aligned) with plain ones."""
-    lanes = simd.lanes(buf)
+def _stream_row(buf, n, dst, start, kind):
+    """``dst[start:start + n] = buf[:n]``, rounded to dst's type (``_store_run``): whole 64-byte
+    lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
+    ends (``dst`` need only be element-aligned) with plain ones."""
+    line = simd.VECTOR_BYTES // dst.itemsize
     head = min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
-    for i in range(head):
-        dst[start + i] = buf[i]
+    _store_run(buf, 0, head, dst, start, 1, kind)
     i = head
-    while i + lanes <= n:
-        simd.store_stream(dst, start + i, simd.load(buf, i))
-        i += lanes
-    for k in range(i, n):
-        dst[start + k] = buf[k]
+    while i + line <= n:
+        _stream_line(dst, start + i, buf, i)
+        i += line
+    _store_run(buf, i, n - i, dst, start + i, 1, kind)
 
 
+def _stream_line(dst, index, buf, i):
+    """The 64-byte line of ``dst`` at ``index`` = ``buf[i:]`` rounded to dst's type, with
+    non-temporal stores: one vector of float, two of float32 rounded to float16 bits."""
 
-def _stream_half_row(acc, n, dst, start, kind):
-    """``dst[start:start + n]`` = ``acc[:n]`` rounded to float16 bits: whole 64-byte lines with
-    non-temporal stores, the partial lines at the two ends with plain ones (``_store_run``)."""
 
+@overload(_stream_line, inline="always")
+def _stream_line_impl(dst, index, buf, i):
+    if isinstance(dst.dtype, types.Float):
+        return lambda dst, index, buf, i: simd.store_stream(dst, index, simd.load(buf, i))
+    if dst.dtype == types.uint16 and half.HARDWARE_HALF:  # float16 bits (_streams_half_rows)
+        def half_line(dst, index, buf, i):
+            lanes = simd.lanes(buf)
+            simd.store_stream_half(dst, index, simd.load(buf, i))
+            simd.store_stream_half(dst, index + lanes, simd.load(buf, i + lanes))
+        return half_line
+    return lambda dst, index, buf, i: None  # never called: backprop_input streams no other rows
 
-@overload(_stream_half_row)
-def _stream_half_row_impl(acc, n, dst, start, kind):
-    if not (half.HARDWARE_HALF and isinstance(dst, types.Array) and dst.dtype == types.uint16):
-        return lambda acc, n, dst, start, kind: None  # never called: backprop_input sets no stream_half
-
-    def stream(acc, n, dst, start, kind):
-        lanes = simd.lanes(acc)
-        head = min(n, (-(dst.ctypes.data + start * 2)) % simd.VECTOR_BYTES // 2)
-        _store_run(acc, 0, head, dst, start, 1, kind)
-        i = head
-        while i + 2 * lanes <= n:
-            simd.store_stream_half(dst, start + i, simd.load(acc, i))
-            simd.store_stream_half(dst, start + i + lanes, simd.load(acc, i + lanes))
-            i += 2 * lanes
-        _store_run(acc, i, n - i, dst, start + i, 1, kind)
-    return stream
 
 @njit
 def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind):
@@ -1353,7 +1344,7 @@ def _rows_per_job(batch: int, rows: int) -> int:
 def _streams_half_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, stride_w: int,
                        planar: bool) -> bool:
     """Whether backprop input rounds float16 dx rows from its row buffer straight into
-    non-temporal stores (``_stream_half_row``): a dx beyond the cache whose rows are one run each
+    non-temporal stores (``stream_rows``, ``_stream_row``): a dx beyond the cache whose rows are one run each
     (channels-last, M = 1, stride 1), where the CPU converts half in hardware. Any row start: the
     partial lines at its ends take plain stores. D7: 0.89x the time (interleaved A/B)."""
     return (out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1 and stride_w == 1 and not planar
@@ -1476,8 +1467,8 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     # (s*s times dy's size; D2 -11 to -19%; D1 -2 to +3%, D5 +21%).
     stream_out = direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
     stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
-    stream_rows = stream_out and not stream_in_place and stride_w > 1
-    stream_half = _streams_half_rows(out, dx_st, chans, mult, stride_w, planar)
+    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_half_rows(
+        out, dx_st, chans, mult, stride_w, planar)
     if planar and stride_h == stride_w == 1 and finite:
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
         shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
@@ -1492,8 +1483,8 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
-          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, stream_half, geo,
-          planar, _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)
+          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
+          _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)
 
 
 @_entry_point

@@ -57,8 +57,8 @@ def _select_vector_nontemporal(typingctx, x, value, out, start, limit):
                                 lanes)
         zero = ir.Constant(vector, None)
         positive = builder.and_(builder.icmp_unsigned("!=", bits, zero), builder.icmp_unsigned("<=", bits, limits))
-        store = builder.store(builder.select(positive, values, zero), pointer(o_arr), align=_VECTOR_BYTES)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        simd.mark_nontemporal(builder, builder.store(builder.select(positive, values, zero), pointer(o_arr),
+                                                     align=_VECTOR_BYTES))
         return context.get_dummy_value()
 
     return sig, codegen

@@ -97,6 +97,11 @@ def load(typingctx, array, index):
     return vector_type(array, index), codegen
 
 
+def mark_nontemporal(builder, store) -> None:
+    """Mark an LLVM store non-temporal: the line is written without first being read for ownership."""
+    store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+
+
 def _store_intrinsic(streaming: bool, doc: str):
     """A vector store intrinsic; ``streaming`` adds the non-temporal hint and 64-byte alignment."""
     def store(typingctx, array, index, value):
@@ -110,7 +115,7 @@ def _store_intrinsic(streaming: bool, doc: str):
             written = builder.store(args[2], pointer,
                                     align=VECTOR_BYTES if streaming else array.dtype.bitwidth // 8)
             if streaming:
-                written.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+                mark_nontemporal(builder, written)
             return context.get_dummy_value()
         return types.void(array, index, value), codegen
     store.__doc__ = doc
@@ -120,7 +125,6 @@ def _store_intrinsic(streaming: bool, doc: str):
 store = _store_intrinsic(False, """``array[index : index + lanes] = value``.""")
 store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the line is written without
 first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
-
 
 
 @intrinsic
@@ -138,10 +142,10 @@ def store_stream_half(typingctx, array, index, value):
         bits_type = ir.VectorType(ir.IntType(16), value.lanes)
         bits = builder.bitcast(builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), value.lanes)), bits_type)
         pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], bits_type)
-        written = builder.store(bits, pointer, align=value.lanes * 2)
-        written.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        mark_nontemporal(builder, builder.store(bits, pointer, align=value.lanes * 2))
         return context.get_dummy_value()
     return types.void(array, index, value), codegen
+
 
 def broadcast(builder, scalar, lanes: int):
     """LLVM IR: the vector of ``lanes`` copies of ``scalar`` (an insert and a zero shuffle)."""
