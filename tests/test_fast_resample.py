@@ -393,13 +393,13 @@ def test_channels_last_pixels_are_summed_in_the_documented_order(mode, shape_in,
     np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
 
 
-def _nans_past_a_line(shape: tuple[int, ...], offset: int) -> np.ndarray:
-    """A float32 NHWC array of NaN whose data start ``offset`` bytes past a 64-byte line, viewed as
+def _nans_past_a_line(shape: tuple[int, ...], offset: int, dtype=np.float32) -> np.ndarray:
+    """An NHWC array of NaN whose data start ``offset`` bytes past a 64-byte line, viewed as
     NCHW."""
-    count = int(np.prod(shape))
-    raw = np.empty(4 * count + 128, np.uint8)
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + 128, np.uint8)
     start = (-raw.ctypes.data) % 64 + offset
-    array = raw[start:start + 4 * count].view(np.float32).reshape(shape)
+    array = raw[start:start + nbytes].view(dtype).reshape(shape)
     array[...] = np.nan
     return array.transpose(0, 3, 1, 2)
 
@@ -410,10 +410,11 @@ def _nans_past_a_line(shape: tuple[int, ...], offset: int) -> np.ndarray:
     ("nearest", "half", (20, 20), (46, 54)),  # 4-slot pixels from the row sum (P1)
     ("linear", "half", (8, 8), (16, 16)),     # weighted 4-slot pixels (L1)
 ])
-@pytest.mark.parametrize("channels", [16, 48])
-def test_streamed_outputs_have_the_same_bits(monkeypatch, mode, grid, shape_in, shape_out, channels):
-    """Outputs written with non-temporal stores (large float32 NHWC outputs on a 64-byte line;
-    the size threshold lowered here) hold the bits of the plain stores, and match the reference."""
+@pytest.mark.parametrize("dtype,channels", [(np.float32, 16), (np.float32, 48), (np.float16, 32), (np.float16, 96)])
+def test_streamed_outputs_have_the_same_bits(monkeypatch, mode, grid, shape_in, shape_out, dtype, channels):
+    """Outputs written with non-temporal stores (large NHWC outputs of whole 64-byte lines per
+    pixel; the size threshold lowered here) hold the bits of the plain stores, and match the
+    reference. float16 streams its four-slot pixels only; the flag must not change the others."""
     flags = []
 
     def share(*args):
@@ -423,18 +424,19 @@ def test_streamed_outputs_have_the_same_bits(monkeypatch, mode, grid, shape_in, 
     monkeypatch.setattr(fast_resample, "share", share)
     rng = np.random.default_rng(13)
     taps = suite_taps((2, channels) + shape_in, (2, channels) + shape_out, mode, grid)
-    dy = nhwc(random_data(rng, (2, channels) + shape_out, np.float32))
+    dy = nhwc(random_data(rng, (2, channels) + shape_out, dtype))
     nhwc_shape = (2,) + shape_in + (channels,)
-    plain = _nans_past_a_line(nhwc_shape, 0)
+    plain = _nans_past_a_line(nhwc_shape, 0, dtype)
     resample_backward(dy, plain, taps)
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
-    streamed = _nans_past_a_line(nhwc_shape, 0)
+    streamed = _nans_past_a_line(nhwc_shape, 0, dtype)
     resample_backward(dy, streamed, taps)
-    unaligned = _nans_past_a_line(nhwc_shape, 4)  # NumPy's own buffers start 16 bytes past a line
+    unaligned = _nans_past_a_line(nhwc_shape, 4, dtype)  # NumPy's own buffers start 16 bytes past a line
     resample_backward(dy, unaligned, taps)
-    assert flags == [False, True, False]
-    np.testing.assert_array_equal(streamed.view(np.uint32), plain.view(np.uint32))
-    np.testing.assert_array_equal(unaligned.view(np.uint32), plain.view(np.uint32))
+    assert flags == [False, fast_resample.half.HARDWARE_HALF or dtype == np.float32, False]
+    bits = np.uint32 if dtype == np.float32 else np.uint16
+    np.testing.assert_array_equal(streamed.view(bits), plain.view(bits))
+    np.testing.assert_array_equal(unaligned.view(bits), plain.view(bits))
     transposed = [dense(index, weight, n).T for (index, weight), n in zip(taps, (2, channels) + shape_in)]
     abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
     assert_close(streamed, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))

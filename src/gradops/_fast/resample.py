@@ -38,8 +38,9 @@ NaN handled). Nearest forward resampling is a pure selection and copies bits, Na
 included. Sums start from -0.0 in the forward op (a -0 input read at weight 1 stays -0,
 SPEC 3.4) and from +0.0 in the gradient (the scatter of SPEC 3.6 starts from zeros).
 
-Large float32 NHWC outputs whose pixels start on 64-byte lines are written with non-temporal
-stores (``_streams``), the same sums.
+Large NHWC outputs whose pixels start on 64-byte lines are written with non-temporal stores
+(``_streams``), the same sums; while a row's pixels are summed from the row sum, the source
+rows the next row adds are prefetched (``_store_units``).
 
 Threads: the calling thread and helper threads claim chunks of work items (see ``pool.py``).
 """
@@ -171,9 +172,25 @@ def _store_slots4(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, 
 @overload(_store_slots4, inline="always")
 def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
     vectors = dst.dtype == types.float32
+    # float16 bits (``_streams``: whole 64-byte lines per pixel): float32 vectors of the row sum,
+    # rounded to float16 as they are stored (as ``half.encode``).
+    half_lines = dst.dtype == types.uint16 and half.HARDWARE_HALF
 
     def store(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
         u = np.uint64(0)
+        if half_lines and stream:
+            lanes = np.uint64(simd.lanes(row_sum))
+            z = simd.splat(row_sum, zero)
+            if weighted:
+                v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
+                v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
+                while u + lanes <= n:
+                    simd.store_stream_half(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                    u += lanes
+            else:
+                while u + lanes <= n:
+                    simd.store_stream_half(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    u += lanes
         if vectors:
             # Explicit vectors: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
             # more on its set-up and remainder than on the pixel (P1, 1 and 2 threads: -6 to -9%).
@@ -558,18 +575,28 @@ def _store_pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, 
 
 
 @njit(inline="always")
-def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, columns, units, weighted, zero, stream):
+def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, columns, units, weighted, zero, stream,
+                 src, ahead, ahead_rows, row_elements):
     """``dst[base + j * d3 + u * d4] = zero + sum over k of weight[c, k] * row_sum[slot[c, k] * units + u]``
     with ``c = column0 + j``: destination columns of ``units`` elements (NHWC: pixels). One, two
     or four slots go straight to a unit-stride ``dst``; otherwise the slots are summed (four per
     pass) into ``vector`` first. One call per row: array arguments cost reference counting per
-    call."""
+    call.
+
+    Meanwhile the ``ahead_rows`` source runs ``src[ahead[r] : ahead[r] + row_elements]`` (the rows
+    the next work item adds) are prefetched into L2, a share of their lines per column: the
+    memory reads of the next row sum overlap these sums instead of following them."""
     zero = np.float32(zero)
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
+    line = simd.VECTOR_BYTES // src.itemsize
+    lines = (row_elements + line - 1) // line
     for j in range(columns):
         c = np.uint64(column0 + j)
         b = np.uint64(base + j * d3)
+        for r in range(ahead_rows):
+            for k in range(j * lines // columns, (j + 1) * lines // columns):
+                simd.prefetch_l2(src, ahead[r] + k * line)
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
         if slots == 1 and d4 == 1:
@@ -623,6 +650,26 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
                 _store(dst, np.uint64(base + j * d3 + u * d4), vector[np.uint64(u)])
 
 
+@njit(inline="always")
+def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0, ptr1, src1, ptr2, src2, i0, i1,
+                i2):
+    """Writes to ``ahead`` the source rows (``+ shift``) of work item ``(i0, i1, i2)`` that are not
+    among the ``taps`` rows of ``tap_base`` (the current item's); returns how many. With linear
+    2x upsampling, two of the next dx row's four dy rows."""
+    rows = 0
+    for k0 in range(ptr0[i0], ptr0[i0 + 1]):
+        for k1 in range(ptr1[i1], ptr1[i1 + 1]):
+            for k2 in range(ptr2[i2], ptr2[i2 + 1]):
+                row = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
+                read = False
+                for t in range(taps):
+                    read = read or tap_base[t] == row
+                if not read and rows < ahead.size:
+                    ahead[rows] = row + shift
+                    rows += 1
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
 # axes already permuted into the five roles of the module docstring. Both kernels are run by
@@ -639,8 +686,8 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
     block's first one, or 0 (padding). A work item is (i0, i1, i2, column block).
 
-    ``stream`` (see ``_streams``): pixels of one or two slots read directly, or of four from the
-    row sum, are written with non-temporal stores; the same sums."""
+    ``stream`` (see ``_streams``): pixels of one or two slots read directly (float32), or of
+    four from the row sum, are written with non-temporal stores; the same sums."""
     seen = begin(counters, epoch, role)
     units = dst_shape[4]
     # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
@@ -650,6 +697,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     vector = np.empty(2 * units, np.float32)  # a pixel's sum, and (_pixel_sums) one dy row's part of it
     tap_base = np.empty(max_taps, np.int64)
     tap_weight = np.empty(max_taps, np.float32)
+    ahead = np.empty(max_taps, np.int64)  # source rows to prefetch (_store_units)
     items = dst_shape[0] * dst_shape[1] * dst_shape[2] * block_first.size
     n1, n2, n3 = dst_shape[1], dst_shape[2], dst_shape[3]
     s0, s1, s2, s3, s4 = src_strides[0], src_strides[1], src_strides[2], src_strides[3], src_strides[4]
@@ -693,7 +741,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
                 # NHWC pixels of one or two slots from one or two source rows: read them directly.
                 _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift), np.uint64(tap_base[taps - 1] + shift),
                               tap_weight[0], tap_weight[taps - 1], slot, slot_weight, column0, columns, units, taps,
-                              weighted, zero, stream)
+                              weighted, zero, stream and _float32(dst))
             elif pixel_sums:
                 _store_pixel_sums(dst, out, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
                                   zero)
@@ -724,8 +772,12 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
                         _store_gathered(dst, out + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
                                         lo - column0 if part == 0 else column0 + columns - hi, weighted, zero)
                 else:
+                    ahead_rows = 0
+                    if src_packed and block + 1 == blocks and i2 + 1 < n2:
+                        ahead_rows = _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0,
+                                                 ptr1, src1, ptr2, src2, i0, i1, i2 + 1)
                     _store_units(dst, out, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units,
-                                 weighted, zero, stream)
+                                 weighted, zero, stream, src, ahead, ahead_rows, count * units)
             block += 1
             if block == blocks:
                 block = 0
@@ -972,12 +1024,16 @@ def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.nda
     output line before writing it (N1 -10%, N2 -7 to -13%, L1 -12%, L2 -3 to -10% in interleaved
     A/B with fresh outputs): a float32 output of at least ``simd.STREAMING_THRESHOLD_BYTES`` made
     of packed pixels (NHWC) of whole vectors that all start on a 64-byte line. gradops' fresh
-    outputs start on one; NumPy's own large buffers 16 bytes past one (no streaming)."""
-    lanes = simd.VECTOR_BYTES // 4
+    outputs start on one; NumPy's own large buffers 16 bytes past one (no streaming). float16
+    outputs of pixels of whole lines (32k channels) too, where the CPU converts half in hardware;
+    only their four-slot pixels stream (L3 0.94 in interleaved A/B), the others are stored as
+    without the flag."""
+    lanes = simd.VECTOR_BYTES // buffer.itemsize
     units = shape[4]
-    return bool(buffer.dtype == np.float32 and buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+    return bool((buffer.dtype == np.float32 or (buffer.dtype == np.uint16 and half.HARDWARE_HALF))
+                and buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES
                 and strides[4] == 1 and strides[3] == units and units % lanes == 0
-                and (buffer.ctypes.data + 4 * offset) % simd.VECTOR_BYTES == 0
+                and (buffer.ctypes.data + buffer.itemsize * offset) % simd.VECTOR_BYTES == 0
                 and all(shape[d] == 1 or strides[d] % lanes == 0 for d in range(3)))
 
 

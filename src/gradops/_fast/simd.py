@@ -259,26 +259,34 @@ def splat(typingctx, array, value):
     return vector_type(array, value), codegen
 
 
-@intrinsic
-def prefetch(typingctx, array, index):
-    """Start loading the cache line of ``array[index]`` in the background (a hint: no fault, no
-    effect on results), so that a later load finds it in the cache."""
-    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
-        return None
+def _prefetch_intrinsic(locality: int, doc: str):
+    """A prefetch intrinsic with LLVM's ``locality`` (3: every cache level, 2: L2 and beyond)."""
+    def prefetch(typingctx, array, index):
+        if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
+            return None
 
-    def codegen(context, builder, signature, args):
-        byte_pointer = ir.IntType(8).as_pointer()
-        data = builder.bitcast(context.make_array(signature.args[0])(context, builder, args[0]).data, byte_pointer)
-        offset = builder.mul(context.cast(builder, args[1], signature.args[1], types.intp),
-                             context.get_constant(types.intp, array.dtype.bitwidth // 8))
-        int32 = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), "llvm.prefetch.p0")
-        # (address, 0 = read, locality 3 = keep in every cache level, 1 = data)
-        builder.call(function, [builder.gep(data, [offset]), ir.Constant(int32, 0), ir.Constant(int32, 3),
-                                ir.Constant(int32, 1)])
-        return context.get_dummy_value()
-    return types.void(array, index), codegen
+        def codegen(context, builder, signature, args):
+            byte_pointer = ir.IntType(8).as_pointer()
+            data = builder.bitcast(context.make_array(signature.args[0])(context, builder, args[0]).data,
+                                   byte_pointer)
+            offset = builder.mul(context.cast(builder, args[1], signature.args[1], types.intp),
+                                 context.get_constant(types.intp, array.dtype.bitwidth // 8))
+            int32 = ir.IntType(32)
+            function = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), "llvm.prefetch.p0")
+            # (address, 0 = read, locality, 1 = data)
+            builder.call(function, [builder.gep(data, [offset]), ir.Constant(int32, 0), ir.Constant(int32, locality),
+                                    ir.Constant(int32, 1)])
+            return context.get_dummy_value()
+        return types.void(array, index), codegen
+    prefetch.__doc__ = doc
+    return intrinsic(prefetch)
+
+
+prefetch = _prefetch_intrinsic(3, """Start loading the cache line of ``array[index]`` in the background (a hint:
+no fault, no effect on results), so that a later load finds it in the cache.""")
+prefetch_l2 = _prefetch_intrinsic(2, """``prefetch`` into L2 (and L3) but not L1: for data needed after
+the current working set, which a prefetch into L1 would evict.""")
 
 
 @intrinsic
