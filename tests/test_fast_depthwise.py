@@ -185,13 +185,16 @@ def test_layouts_give_identical_bits(dtype, stride):
 
 
 @pytest.mark.parametrize("k, dil, c, w", [(3, 1, 10, 21), (5, 1, 10, 21), (3, 2, 10, 21), (5, 1, 64, 21),
-                                          (3, 1, 10, 14), (3, 1, 64, 15), (3, 1, 64, 7), (3, 1, 10, 28)])
+                                          (3, 1, 10, 14), (3, 1, 64, 15), (3, 1, 64, 7), (3, 1, 10, 28),
+                                          (3, 1, 16, 14), (3, 1, 32, 15), (3, 2, 16, 14)])
 def test_simd_rows_match_planar_bits(k, dil, c, w):
     """Channels-last rows wide enough for the SIMD blocks (8 positions x 16 lanes, filter rows of
     3 or 5 sharing their loads, a masked channel tail of 4; C*M = 128 staged at a padded pitch;
     interiors of 12 and 13 positions, whose 3-tap rows end with a block of 4; rows of 7, 14, 21
-    and 28 positions, whose 3-tap rows go in blocks of 7) against the planar (NCHW) kernels,
-    written independently: one summation order, so the same bits."""
+    and 28 positions, whose 3-tap rows go in blocks of 7; 3x3 filters over C*M = 32 and 64, whose
+    9 taps keep their weights in registers: filter rows sharing their loads (``_taps9_rows``; dy
+    rows of 32 read in place, with the prefetch) or, dilated, not (``_taps9_2x2``)) against the
+    planar (NCHW) kernels, written independently: one summation order, so the same bits."""
     case = dict(n=1, h=12, w=w, c=c, m=2, fh=k, fw=k, stride=(1, 1), dil=(dil, dil),
                 pad=((k - 1) * dil // 2, (k - 1) * dil // 2), oh=12, ow=w)
     nhwc, nchw = (run_all(case, np.dtype(np.float32), (layout, layout), np.random.default_rng(k + dil))
