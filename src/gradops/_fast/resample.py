@@ -590,13 +590,14 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
     line = simd.VECTOR_BYTES // src.itemsize
-    lines = (row_elements + line - 1) // line
+    lines = -(-row_elements // line)
+    per_column = -(-lines // max(columns, 1)) * line  # elements, whole lines (no division per column)
     for j in range(columns):
         c = np.uint64(column0 + j)
         b = np.uint64(base + j * d3)
         for r in range(ahead_rows):
-            for k in range(j * lines // columns, (j + 1) * lines // columns):
-                simd.prefetch_l2(src, ahead[r] + k * line)
+            for e in range(j * per_column, min((j + 1) * per_column, row_elements), line):
+                simd.prefetch_l2(src, ahead[r] + e)
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
         if slots == 1 and d4 == 1:
