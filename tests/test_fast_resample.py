@@ -393,6 +393,65 @@ def test_channels_last_pixels_are_summed_in_the_documented_order(mode, shape_in,
     np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
 
 
+def _columns_first_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, n_columns: int) -> np.ndarray:
+    """The float16 NHWC gradient of a linear 2x resampling of H and W in the order of the module
+    docstring's columns-first path, in float32 with NumPy: per dy row and dx column
+    ``(q0 + q1) + (q2 + q3)`` over the 4-slot table (``q = w * value``, -0.0 for unused slots);
+    per dx row, over its dy rows ``p = w * cc``: ``+0 + ((p0 + p1) + (p2 + p3))`` for four rows,
+    otherwise groups of two (then one) as in the row-first order; rounded once to float16."""
+    f32 = np.float32
+    row_ptr, row_src, row_w = transpose_taps(*row_taps, n_rows)
+    col_ptr, col_src, col_w = transpose_taps(*column_taps, n_columns)
+    data = dy.astype(f32)
+    batch, _, _, channels = dy.shape
+    cc = np.empty((batch, dy.shape[1], n_columns, channels), f32)
+    for j in range(n_columns):
+        picks = [col_w[k] * data[:, :, col_src[k]] for k in range(col_ptr[j], col_ptr[j + 1])]
+        picks += [np.full(data[:, :, 0].shape, -0.0, f32)] * (4 - len(picks))
+        cc[:, :, j] = (picks[0] + picks[1]) + (picks[2] + picks[3])
+    dx = np.empty((batch, n_rows, n_columns, channels), f32)
+    for i in range(n_rows):
+        terms = [row_w[k] * cc[:, row_src[k]] for k in range(row_ptr[i], row_ptr[i + 1])]
+        total = None
+        while terms:
+            size = 4 if len(terms) >= 4 else (2 if len(terms) >= 2 else 1)
+            group, terms = terms[:size], terms[size:]
+            part = group[0] if size == 1 else (group[0] + group[1] if size == 2
+                                               else (group[0] + group[1]) + (group[2] + group[3]))
+            total = f32(0) + part if total is None else total + part
+        dx[:, i] = total
+    return dx.astype(np.float16)
+
+
+@pytest.mark.skipif(not HARDWARE_HALF, reason="the columns-first path needs hardware half conversions")
+@pytest.mark.parametrize("channels", [64, 112, 16])  # one pass of 4 vectors; 4 + 3 single ones; one
+def test_float16_linear_2x_gradients_sum_columns_first(channels):
+    """Bit for bit against the emulation above (float16 NHWC, linear 2x, 20 dx columns: an affine
+    span and its clamped edges), with infinities and NaN among the data, on 1 and 2 threads (so
+    the ring of column sums restarts at chunk boundaries). The row-first order gives other bits."""
+    rng = np.random.default_rng(17)
+    shape_in, shape_out = (3, channels, 9, 20), (3, channels, 18, 40)
+    taps = suite_taps(shape_in, shape_out, "linear", "half")
+    # Magnitudes spread over 2**-12 .. 2**12, so that float32 sums round and orders differ.
+    dy = (rng.standard_normal((3, 18, 40, channels)) * 2.0 ** rng.integers(-12, 13, (3, 18, 40, channels)))
+    dy = dy.astype(np.float16)
+    dy[0, 5, 7, 3], dy[1, 0, 39, 0], dy[2, 17, 20, 5] = np.inf, -np.inf, np.nan
+    expected = _columns_first_gradient(dy, taps[2], taps[3], *shape_in[2:])
+    previous = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            out = np.full((3,) + shape_in[2:] + (channels,), np.nan, np.float16)
+            resample_backward(dy.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2), taps)
+            nan = np.isnan(expected)
+            np.testing.assert_array_equal(np.isnan(out), nan)
+            np.testing.assert_array_equal(out[~nan].view(np.uint16), expected[~nan].view(np.uint16))
+    finally:
+        numba.set_num_threads(previous)
+    row_first = _kernel_order_gradient(dy.astype(np.float32), taps[2], taps[3], *shape_in[2:]).astype(np.float16)
+    assert not np.array_equal(row_first[~nan].view(np.uint16), expected[~nan].view(np.uint16))
+
+
 def _nans_past_a_line(shape: tuple[int, ...], offset: int, dtype=np.float32) -> np.ndarray:
     """An NHWC array of NaN whose data start ``offset`` bytes past a 64-byte line, viewed as
     NCHW."""

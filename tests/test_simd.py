@@ -10,6 +10,7 @@ pytest.importorskip("numba")
 from numba import njit  # noqa: E402
 
 from gradops._fast import simd  # noqa: E402
+from gradops._fast.half import HARDWARE_HALF  # noqa: E402
 
 
 @njit
@@ -81,3 +82,35 @@ def test_prefetch_is_a_hint_only():
     x = np.arange(1000, dtype=np.float32)
     assert _sum_with_prefetch(x, 16) == float(x.sum(dtype=np.float64))
     assert "llvm.prefetch" in _sum_with_prefetch.inspect_llvm(_sum_with_prefetch.signatures[0])
+
+
+@njit
+def _half_round_trip(bits, out, scale, start, stream):
+    """out[j] = float16(float32(bits[start + j]) * scale) for j < out.size, one vector at a time."""
+    lanes = simd.lanes(scale)
+    w = simd.splat(scale, scale[0])
+    for j in range(0, out.size, lanes):
+        value = simd.mul(simd.load_half(bits, start + j), w)
+        if stream:
+            simd.store_stream_half(out, j, value)
+        else:
+            simd.store_half(out, j, value)
+
+
+@pytest.mark.skipif(not HARDWARE_HALF, reason="no hardware half conversions")
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("start", [0, 3])  # loads need no alignment
+def test_half_vectors_decode_exactly_and_round_to_nearest_even(stream, start):
+    """Every float16 pattern decodes to its exact float32 value (NaN stays NaN), and products
+    are rounded to float16 as NumPy rounds them, streamed or not."""
+    patterns = np.arange(65536 + 16, dtype=np.uint32).astype(np.uint16)  # all patterns, then 16 more
+    raw = np.empty(2 * 65536 + 64, np.uint8)
+    out = raw[(-raw.ctypes.data) % 64:][:2 * 65536].view(np.uint16)  # 32-byte aligned for streaming
+    for scale in (1.0, 0.75, 2.0 ** -3):
+        _half_round_trip(patterns, out, np.array([scale], np.float32), start, stream)
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = (patterns[start:start + 65536].view(np.float16).astype(np.float32) * np.float32(scale))
+        expected = expected.astype(np.float16)
+        nan = np.isnan(expected)
+        np.testing.assert_array_equal(np.isnan(out.view(np.float16)), nan)
+        np.testing.assert_array_equal(out[~nan], expected[~nan].view(np.uint16))

@@ -127,24 +127,51 @@ store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the
 first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
 
 
+def _store_half_intrinsic(streaming: bool, doc: str):
+    """A float32 vector stored as float16 bits (LLVM ``fptrunc``: round to nearest even, as
+    ``half.encode``) into a uint16 array; ``streaming`` adds the non-temporal hint. Only where the
+    CPU converts half in hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library
+    routine that numba's JIT does not link."""
+    def store(typingctx, array, index, value):
+        if not (isinstance(array, types.Array) and array.dtype == types.uint16 and isinstance(index, types.Integer)
+                and isinstance(value, FloatVector) and value.dtype == types.float32):
+            return None
+
+        def codegen(context, builder, signature, args):
+            bits_type = ir.VectorType(ir.IntType(16), value.lanes)
+            bits = builder.bitcast(builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), value.lanes)), bits_type)
+            pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], bits_type)
+            written = builder.store(bits, pointer, align=value.lanes * 2 if streaming else 2)
+            if streaming:
+                mark_nontemporal(builder, written)
+            return context.get_dummy_value()
+        return types.void(array, index, value), codegen
+    store.__doc__ = doc
+    return intrinsic(store)
+
+
+store_half = _store_half_intrinsic(False, """``array[index : index + lanes]`` = the float32 lanes of ``value``
+rounded to float16 bits (``array``: uint16).""")
+store_stream_half = _store_half_intrinsic(True, """``store_half`` with a non-temporal hint; ``array`` is 32-byte
+aligned at ``index``.""")
+
+
 @intrinsic
-def store_stream_half(typingctx, array, index, value):
-    """``array[index : index + lanes]`` = the float32 lanes of ``value`` rounded to float16 bits
-    (LLVM ``fptrunc``: round to nearest even, as ``half.encode``), with a non-temporal hint;
-    ``array`` holds uint16 bits and is 32-byte aligned at ``index``. Only where the CPU converts
-    half in hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library routine that
-    numba's JIT does not link."""
-    if not (isinstance(array, types.Array) and array.dtype == types.uint16 and isinstance(index, types.Integer)
-            and isinstance(value, FloatVector) and value.dtype == types.float32):
+def load_half(typingctx, array, index):
+    """The float16 bits ``array[index : index + 16]`` (uint16) as a float32 vector (LLVM ``fpext``:
+    exact, subnormals, inf and NaN included). Only where the CPU converts half in hardware
+    (``half.HARDWARE_HALF``), as ``store_stream_half``."""
+    if not (isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.uint16
+            and isinstance(index, types.Integer)):
         return None
+    vector_type = FloatVector(types.float32)
 
     def codegen(context, builder, signature, args):
-        bits_type = ir.VectorType(ir.IntType(16), value.lanes)
-        bits = builder.bitcast(builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), value.lanes)), bits_type)
+        bits_type = ir.VectorType(ir.IntType(16), vector_type.lanes)
         pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], bits_type)
-        mark_nontemporal(builder, builder.store(bits, pointer, align=value.lanes * 2))
-        return context.get_dummy_value()
-    return types.void(array, index, value), codegen
+        halves = builder.bitcast(builder.load(pointer, align=2), ir.VectorType(ir.HalfType(), vector_type.lanes))
+        return builder.fpext(halves, context.get_value_type(vector_type))
+    return vector_type(array, index), codegen
 
 
 def broadcast(builder, scalar, lanes: int):
