@@ -73,6 +73,7 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (D1: 8 KiB 0.90-0.96 against 4 KiB with all three rows, 2 KiB 0.97).
 _PREFETCH_AHEAD_BYTES = 8192
+_PREFETCH_STAGED_BYTES = 16 << 20
 _LINE = 64  # bytes per cache line
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``: D1 -18%, D5 -16%, D7 -9%, 56x56x64 -13% in interleaved A/B; wider rows lost
@@ -842,6 +843,14 @@ def _stage_channels_last(src, base, pos_stride, ch_stride, n_pos, channels, repe
                     ring[d + c * repeat + i] = value
 
 
+@njit(inline="always")
+def _prefetch_run(src, start, n):
+    """Requests ``src[start : start + n]`` into L2, one prefetch per 64-byte line."""
+    line = simd.VECTOR_BYTES // src.itemsize
+    for i in range(start, start + n, line):
+        simd.prefetch_l2(src, i)
+
+
 @njit
 def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, plane_len, ring, dst, kind):
     """Row ``src[base + p*pos_stride + c*ch_stride]`` to ``ring[dst + (c*planes + p % planes)*plane_len
@@ -966,6 +975,10 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
+    # Staged channels-last rows of one run from beyond the caches: while a dy row is staged, the
+    # next one is requested into L2, so that staging it does not wait on memory line by line.
+    prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
+        and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
     seen = begin(counters, epoch, role)
     items = n_batch * jobs_per_image
     while True:
@@ -1021,6 +1034,8 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                 else:
                                     _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
                                                          1, 1, out_w, pitch, ring, row, kind)
+                                    if prefetch_staged and oy + 1 < out_h:
+                                        _prefetch_run(dy, dy_base + (oy + 1) * dy_st[1], out_w * width)
                         for kx in range(fw):
                             ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
                             q_shift = columns[kx, 3]
