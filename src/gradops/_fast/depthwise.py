@@ -60,7 +60,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from . import half, simd
+from . import half, row_njit, simd
 from .pool import begin, claim, end, finish, share, thread_count
 from .strided import aligned_input, element_aligned, flat_view
 
@@ -206,7 +206,7 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
 _ZERO = np.float32(0)
 
 
-@njit
+@row_njit
 def _scaled1(acc, a0, n, src, s0, f0, first):
     a = acc[a0:a0 + n]
     x0 = src[s0:s0 + n]
@@ -218,7 +218,7 @@ def _scaled1(acc, a0, n, src, s0, f0, first):
             a[j] += x0[j] * f0
 
 
-@njit
+@row_njit
 def _scaled4(acc, a0, n, src, s0, s1, s2, s3, f0, f1, f2, f3, first):
     a = acc[a0:a0 + n]
     x0 = src[s0:s0 + n]
@@ -350,7 +350,7 @@ def _channel_tail(acc, a, step, width, pitch, positions, src, so, shift, wt, tap
         simd.store_first(acc, a + p * step + k0, b, n)
 
 
-@njit
+@row_njit
 def _taps_blocked(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, shifted, stream):
     """``acc[a0 + q*step + j] = +0 + sum over t < count, in order, of src[so[t] + q*pitch + j] *
     wt[taps[t] + j]`` for q < n_pos, j < width (channels-last positions; ``step`` >= ``width``
@@ -544,7 +544,7 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
         low[r] = so[size * r] + shift - (0 if rows > 0 else (size - 1) * pitch)
 
 
-@njit
+@row_njit
 def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
@@ -617,7 +617,7 @@ def _tap_2x2(b0, c0, b1, c1, src, s, pitch, lanes, w, v):
             simd.muladd(b1, simd.load(src, s + pitch), w), simd.muladd(c1, simd.load(src, s + pitch + lanes), v))
 
 
-@njit
+@row_njit
 def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
     weights in registers: per pair of vectors the 18 weight vectors are loaded once, then the
@@ -705,7 +705,7 @@ def _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, ascending,
         q += 2
 
 
-@njit
+@row_njit
 def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low, prefetch, stream):
     """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` ``rows`` 3 or -3): each
     filter row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6
@@ -737,7 +737,7 @@ def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low
 # specialisation of each with the stores fixed (``stream`` tested at each store made D3 3.6x
 # slower). Float32 backprop input from an empty cache: 35-39 s (65 s with the segment functions
 # inlined and counters typed as literals; 191 s with two inlined copies of ``_taps_rows``).
-@njit
+@row_njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
                         stream):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
@@ -777,7 +777,7 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
                       count, shifted, stream)
 
 
-@njit
+@row_njit
 def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratch):
     """Planar plane of ``n_pos`` positions: ``acc[base + q] = sum over taps t with lo[t] <= q <
     hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches); segments as in
@@ -821,7 +821,7 @@ def _column_taps(fw, dil_w, pad_left, stride_w, out_w, in_w):
 
 # --- staging: source rows -> float rows of the canonical layout ------------------------------
 
-@njit
+@row_njit
 def _stage_channels_last(src, base, pos_stride, ch_stride, n_pos, channels, repeat, planes, plane_len,
                          pitch, ring, dst, kind):
     """Row ``src[base + p*pos_stride + c*ch_stride]`` to ``ring[dst + ((p % planes)*plane_len +
@@ -851,7 +851,7 @@ def _prefetch_run(src, start, n):
         simd.prefetch_l2(src, i)
 
 
-@njit
+@row_njit
 def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, plane_len, ring, dst, kind):
     """Row ``src[base + p*pos_stride + c*ch_stride]`` to ``ring[dst + (c*planes + p % planes)*plane_len
     + p // planes]``."""
@@ -1329,7 +1329,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
         finish(counters)
 
 
-@njit
+@row_njit
 def _lane_dot(lanes, base, d, d0, xs, x0, lo, hi):
     """lanes[base + ox % LANES] += d[d0 + ox] * xs[x0 + ox] for ox in [lo, hi), ox ascending."""
     ox = lo
