@@ -330,6 +330,19 @@ def test_gradient_non_finite_and_signed_zero(mode):
     assert np.signbit(forward).all()
 
 
+def _sum_in_groups(terms: list[np.ndarray]) -> np.ndarray:
+    """The terms (float32) in groups of four, then two, then one, each group summed as
+    ``(t0 + t1) + (t2 + t3)``; the first group added to +0, the next ones to the running sum."""
+    total = None
+    while terms:
+        size = 4 if len(terms) >= 4 else (2 if len(terms) >= 2 else 1)
+        group, terms = terms[:size], terms[size:]
+        part = group[0] if size == 1 else (group[0] + group[1] if size == 2
+                                           else (group[0] + group[1]) + (group[2] + group[3]))
+        total = np.float32(0) + part if total is None else total + part
+    return total
+
+
 def _kernel_order_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, n_columns: int) -> np.ndarray:
     """The NHWC gradient of a resampling of H and W, in float32 and in the order the module
     docstring gives: per dx row, the dy rows in groups of four (then two, one) as
@@ -361,13 +374,7 @@ def _kernel_order_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, n
     for i in range(n_rows):
         terms = [(row_w[k] * dy[:, row_src[k]]) if weighted else dy[:, row_src[k]]
                  for k in range(row_ptr[i], row_ptr[i + 1])]
-        row_sum = None
-        while terms:
-            size = 4 if len(terms) >= 4 else (2 if len(terms) >= 2 else 1)
-            group, terms = terms[:size], terms[size:]
-            total = group[0] if size == 1 else (group[0] + group[1] if size == 2
-                                                else (group[0] + group[1]) + (group[2] + group[3]))
-            row_sum = f32(0) + total if row_sum is None else row_sum + total
+        row_sum = _sum_in_groups(terms)
         for j in range(n_columns):
             picks = [(col_w[k] * row_sum[:, col_src[k]]) if weighted else row_sum[:, col_src[k]]
                      for k in range(col_ptr[j], col_ptr[j + 1])]
@@ -412,14 +419,7 @@ def _columns_first_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, 
     dx = np.empty((batch, n_rows, n_columns, channels), f32)
     for i in range(n_rows):
         terms = [row_w[k] * cc[:, row_src[k]] for k in range(row_ptr[i], row_ptr[i + 1])]
-        total = None
-        while terms:
-            size = 4 if len(terms) >= 4 else (2 if len(terms) >= 2 else 1)
-            group, terms = terms[:size], terms[size:]
-            part = group[0] if size == 1 else (group[0] + group[1] if size == 2
-                                               else (group[0] + group[1]) + (group[2] + group[3]))
-            total = f32(0) + part if total is None else total + part
-        dx[:, i] = total
+        dx[:, i] = _sum_in_groups(terms)
     return dx.astype(np.float16)
 
 

@@ -73,6 +73,8 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (D1: 8 KiB 0.90-0.96 against 4 KiB with all three rows, 2 KiB 0.97).
 _PREFETCH_AHEAD_BYTES = 8192
+# Backprop input prefetches the next staged dy row from dy at least this large (smaller ones are
+# mostly in the caches; D7's 25.7 MB: 0.92 in interleaved A/B).
 _PREFETCH_STAGED_BYTES = 16 << 20
 _LINE = 64  # bytes per cache line
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
@@ -617,6 +619,14 @@ def _tap_2x2(b0, c0, b1, c1, src, s, pitch, lanes, w, v):
             simd.muladd(b1, simd.load(src, s + pitch), w), simd.muladd(c1, simd.load(src, s + pitch + lanes), v))
 
 
+@njit(inline="always")
+def _weights9(wt, taps, j):
+    """The weight vectors at ``j`` of the 9 taps of a 3x3 filter, kept in registers."""
+    return (simd.load(wt, taps[0] + j), simd.load(wt, taps[1] + j), simd.load(wt, taps[2] + j),
+            simd.load(wt, taps[3] + j), simd.load(wt, taps[4] + j), simd.load(wt, taps[5] + j),
+            simd.load(wt, taps[6] + j), simd.load(wt, taps[7] + j), simd.load(wt, taps[8] + j))
+
+
 @row_njit
 def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
@@ -627,15 +637,8 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     lanes = simd.lanes(acc)
     s0, s1, s2, s3, s4, s5, s6, s7, s8 = so[0], so[1], so[2], so[3], so[4], so[5], so[6], so[7], so[8]
     for j in range(0, width, 2 * lanes):
-        w0, v0 = simd.load(wt, taps[0] + j), simd.load(wt, taps[0] + j + lanes)
-        w1, v1 = simd.load(wt, taps[1] + j), simd.load(wt, taps[1] + j + lanes)
-        w2, v2 = simd.load(wt, taps[2] + j), simd.load(wt, taps[2] + j + lanes)
-        w3, v3 = simd.load(wt, taps[3] + j), simd.load(wt, taps[3] + j + lanes)
-        w4, v4 = simd.load(wt, taps[4] + j), simd.load(wt, taps[4] + j + lanes)
-        w5, v5 = simd.load(wt, taps[5] + j), simd.load(wt, taps[5] + j + lanes)
-        w6, v6 = simd.load(wt, taps[6] + j), simd.load(wt, taps[6] + j + lanes)
-        w7, v7 = simd.load(wt, taps[7] + j), simd.load(wt, taps[7] + j + lanes)
-        w8, v8 = simd.load(wt, taps[8] + j), simd.load(wt, taps[8] + j + lanes)
+        w0, w1, w2, w3, w4, w5, w6, w7, w8 = _weights9(wt, taps, j)
+        v0, v1, v2, v3, v4, v5, v6, v7, v8 = _weights9(wt, taps, j + lanes)
         q = 0
         while q + 2 <= n_pos:
             p = q * pitch + j
@@ -717,14 +720,7 @@ def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low
     lanes = simd.lanes(acc)
     _lowest_positions(low, so, 9, rows, 0, pitch)
     for j in range(0, width, 2 * lanes):
-        w = (simd.load(wt, taps[0] + j), simd.load(wt, taps[1] + j), simd.load(wt, taps[2] + j),
-             simd.load(wt, taps[3] + j), simd.load(wt, taps[4] + j), simd.load(wt, taps[5] + j),
-             simd.load(wt, taps[6] + j), simd.load(wt, taps[7] + j), simd.load(wt, taps[8] + j))
-        v = (simd.load(wt, taps[0] + j + lanes), simd.load(wt, taps[1] + j + lanes),
-             simd.load(wt, taps[2] + j + lanes), simd.load(wt, taps[3] + j + lanes),
-             simd.load(wt, taps[4] + j + lanes), simd.load(wt, taps[5] + j + lanes),
-             simd.load(wt, taps[6] + j + lanes), simd.load(wt, taps[7] + j + lanes),
-             simd.load(wt, taps[8] + j + lanes))
+        w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
         if rows > 0:
             _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, True, prefetch, stream)
         else:

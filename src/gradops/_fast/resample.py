@@ -124,9 +124,34 @@ def _slots4(row_sum, u, s0, s1, s2, s3, zero):
 @njit(inline="always")
 def _weighted_slots4(row_sum, u, s0, s1, s2, s3, w0, w1, w2, w3, zero):
     """``_slots4`` of the products ``w_k * r_k``."""
-    return simd.add(zero, simd.add(
-        simd.add(simd.mul(w0, simd.load(row_sum, s0 + u)), simd.mul(w1, simd.load(row_sum, s1 + u))),
-        simd.add(simd.mul(w2, simd.load(row_sum, s2 + u)), simd.mul(w3, simd.load(row_sum, s3 + u)))))
+    return simd.add(zero, _four_terms(simd.load(row_sum, s0 + u), simd.load(row_sum, s1 + u),
+                                      simd.load(row_sum, s2 + u), simd.load(row_sum, s3 + u), w0, w1, w2, w3))
+
+
+@njit(inline="always")
+def _four_terms(p0, p1, p2, p3, w0, w1, w2, w3):
+    """``(w0 * p0 + w1 * p1) + (w2 * p2 + w3 * p3)`` for vectors."""
+    return simd.add(simd.add(simd.mul(w0, p0), simd.mul(w1, p1)), simd.add(simd.mul(w2, p2), simd.mul(w3, p3)))
+
+
+@njit(inline="always")
+def _line_share(row_elements, parts, line):
+    """Elements of a source run per part, in whole lines of ``line`` elements, when the lines of
+    a run are spread over ``parts`` parts of a loop (``_prefetch_part``): no division per part."""
+    return -(-(-(-row_elements // line)) // max(parts, 1)) * line
+
+
+@njit(inline="always")
+def _prefetch_part(src, ahead, ahead_rows, first, last):
+    """Requests ``src[ahead[r] + first : ahead[r] + last]`` into L2 for ``r < ahead_rows``, one
+    prefetch per 64-byte line: the source rows the next work item adds, a share per part of this
+    item's loop, so that their memory reads overlap its sums instead of following them."""
+    line = simd.VECTOR_BYTES // src.itemsize
+    for r in range(ahead_rows):
+        e = first
+        while e < last:  # not range(first, last, line): its trip count costs a division per call
+            simd.prefetch_l2(src, ahead[r] + e)
+            e += line
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -604,15 +629,11 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
     zero = np.float32(zero)
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
-    line = simd.VECTOR_BYTES // src.itemsize
-    lines = -(-row_elements // line)
-    per_column = -(-lines // max(columns, 1)) * line  # elements, whole lines (no division per column)
+    per_column = _line_share(row_elements, columns, simd.VECTOR_BYTES // src.itemsize)
     for j in range(columns):
         c = np.uint64(column0 + j)
         b = np.uint64(base + j * d3)
-        for r in range(ahead_rows):
-            for e in range(j * per_column, min((j + 1) * per_column, row_elements), line):
-                simd.prefetch_l2(src, ahead[r] + e)
+        _prefetch_part(src, ahead, ahead_rows, j * per_column, min((j + 1) * per_column, row_elements))
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
         if slots == 1 and d4 == 1:
@@ -681,12 +702,6 @@ def _slot_term(cc, src, row, first, s, w, units, u):
     if s == 0:
         return simd.splat(cc, -0.0)
     return simd.mul(simd.splat(cc, w), simd.load_half(src, np.uint64(row + (first + s - 1) * units + u)))
-
-
-@njit(inline="always")
-def _four_terms(p0, p1, p2, p3, w0, w1, w2, w3):
-    """``(w0 * p0 + w1 * p1) + (w2 * p2 + w3 * p3)`` for vectors."""
-    return simd.add(simd.add(simd.mul(w0, p0), simd.mul(w1, p1)), simd.add(simd.mul(w2, p2), simd.mul(w3, p3)))
 
 
 @njit(inline="always")
@@ -763,21 +778,13 @@ def _combine4(dst, o, cc, b0, b1, b2, b3, w0, w1, w2, w3, zero, n, src, ahead, a
     """``dst[o + e] = zero + ((w0 * cc[b0 + e] + w1 * cc[b1 + e]) + (w2 * cc[b2 + e] + w3 *
     cc[b3 + e]))`` for ``e < n``, rounded to float16; meanwhile the ``ahead_rows`` source runs
     ``src[ahead[r] : ahead[r] + row_elements]`` are prefetched into L2, spread over the vectors."""
-    lanes = np.uint64(simd.lanes(cc))
+    lanes = simd.lanes(cc)
     z = simd.splat(cc, zero)
     v0, v1, v2, v3 = simd.splat(cc, w0), simd.splat(cc, w1), simd.splat(cc, w2), simd.splat(cc, w3)
-    line = simd.VECTOR_BYTES // src.itemsize
-    per_vector = -(-(ahead_rows * row_elements // line) // max(n // simd.lanes(cc), 1))
-    line = np.uint64(line)
-    run = np.uint64(row_elements)
-    total = np.uint64(ahead_rows) * run
-    p = np.uint64(0)
-    for e in range(np.uint64(0), np.uint64(n), lanes):
-        for _ in range(per_vector):
-            if p < total:
-                r = p // run
-                simd.prefetch_l2(src, np.uint64(ahead[r]) + p - r * run)
-                p += line
+    per_vector = _line_share(row_elements, n // lanes, simd.VECTOR_BYTES // src.itemsize)
+    for k in range(n // lanes):
+        _prefetch_part(src, ahead, ahead_rows, k * per_vector, min((k + 1) * per_vector, row_elements))
+        e = np.uint64(k * lanes)
         value = _weighted_slots4(cc, e, b0, b1, b2, b3, v0, v1, v2, v3, z)
         if stream:
             simd.store_stream_half(dst, o + e, value)
@@ -831,27 +838,17 @@ def _half_columns_first(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_
     return ring_next
 
 
-def _columns_first(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base, ring_next, row_sum, units, slot,
-                   weight, first, columns, affine, affine_base, affine_weight, zero, stream, ahead, ahead_rows,
-                   row_elements):
-    """``_half_columns_first`` for float16 sources where the CPU decodes them in hardware; typed
-    as a no-op otherwise (never called then), so float32 kernels do not compile it."""
+def _columns_first(*args):
+    """``_half_columns_first(*args)`` for float16 sources where the CPU decodes them in hardware;
+    typed as a no-op otherwise (never called then: ``_columns_first_fits``), so that float32
+    kernels do not compile it."""
 
 
 @overload(_columns_first)
-def _columns_first_impl(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base, ring_next, row_sum, units,
-                        slot, weight, first, columns, affine, affine_base, affine_weight, zero, stream, ahead,
-                        ahead_rows, row_elements):
-    if src.dtype == types.uint16 and half.HARDWARE_HALF:
-        return lambda dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base, ring_next, row_sum, units, \
-            slot, weight, first, columns, affine, affine_base, affine_weight, zero, stream, ahead, ahead_rows, \
-            row_elements: _half_columns_first(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base,
-                                              ring_next, row_sum, units, slot, weight, first, columns, affine,
-                                              affine_base, affine_weight, zero, stream, ahead, ahead_rows,
-                                              row_elements)
-    return lambda dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base, ring_next, row_sum, units, slot, \
-        weight, first, columns, affine, affine_base, affine_weight, zero, stream, ahead, ahead_rows, \
-        row_elements: ring_next
+def _columns_first_impl(*args):
+    if args[2].dtype == types.uint16 and half.HARDWARE_HALF:
+        return lambda *args: _half_columns_first(*args)
+    return lambda *args: args[9]  # ring_next
 
 
 @njit(inline="always")
@@ -883,7 +880,7 @@ def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0
 def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
               ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
               block_columns, block_first, block_count, column_identity, slot, slot_weight,
-              affine, affine_base, affine_weight, weighted, zero, max_taps, stream):
+              affine, affine_base, affine_weight, weighted, zero, max_taps, columns_first, stream):
     """``dst = sum of w * src`` over the product of the outer CSR tables (axes 0-2) and the
     column table (axis 3); axis 4 is not resampled. ``block_first[b]`` / ``block_count[b]``:
     source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
@@ -915,15 +912,7 @@ def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, 
     pixel_sums = _float32(dst) and units > 1 and src_packed and d4 == 1 and not column_identity \
         and not weighted and _consecutive_slots(slot)
     blocks = block_first.size
-    # float16 NHWC rows whose columns read 4 consecutive source columns advancing by 2 (linear 2x
-    # gradients): the column axis first (_half_columns_first), every source element decoded once.
-    columns_first = half.HARDWARE_HALF and not _float32(src) and weighted and blocks == 1 and src_packed \
-        and dst_packed and units % simd.lanes(row_sum) == 0 and slot.shape[1] == 4 and affine[0] == 1 \
-        and affine[1] == 4
-    for j in range(affine[2], affine[3]):  # padding slots in the span would read real data
-        for k in range(4):
-            columns_first = columns_first and affine_weight[k, j] != 0
-    ring = 2 * max_taps if columns_first else 0
+    ring = 2 * max_taps if columns_first else 0  # rows of column sums (_half_columns_first)
     cc = np.empty(ring * n3 * units, np.float32)
     tags = np.full(ring, -1, np.int64)
     cc_base = np.empty(max_taps, np.int64)
@@ -1318,9 +1307,23 @@ def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_sh
     static = (src_strides, dst_strides, dst_shape, *outer_tables[0], *outer_tables[1], *outer_tables[2],
               block_columns, block_first, block_count, identity[column], slot, slot_weight,
               affine, affine_base, affine_weight, bool(weighted), _GRADIENT_ZERO if transpose else _FORWARD_ZERO,
-              max_taps)
+              max_taps, _columns_first_fits(itemsize, src_strides, dst_strides, units, block_first.size, slot,
+                                            affine, affine_weight, bool(weighted)))
     items = int(np.prod(dst_shape[:3])) * block_first.size
     return axes, items, src_offset, dst_offset, static
+
+
+def _columns_first_fits(itemsize: int, src_strides: np.ndarray, dst_strides: np.ndarray, units: int, blocks: int,
+                        slot: np.ndarray, affine: np.ndarray, affine_weight: np.ndarray, weighted: bool) -> bool:
+    """Whether ``_contract`` sums the column axis first (``_half_columns_first``): weighted
+    float16 NHWC rows of packed pixels of whole vectors, in one column block, whose 4-slot
+    columns form an affine span of one phase (4 consecutive source columns advancing by 2: linear
+    2x gradients) with no padding slot inside it (the span reads every slot's column)."""
+    lo, hi = affine[2], affine[3]
+    return bool(itemsize == 2 and half.HARDWARE_HALF and weighted and blocks == 1
+                and src_strides[4] == 1 and src_strides[3] == units and dst_strides[4] == 1 and dst_strides[3] == units
+                and units % (simd.VECTOR_BYTES // 4) == 0 and slot.shape[1] == 4 and affine[0] == 1 and affine[1] == 4
+                and np.all(affine_weight[:, lo:hi] != 0))
 
 
 def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:

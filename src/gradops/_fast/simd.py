@@ -102,18 +102,31 @@ def mark_nontemporal(builder, store) -> None:
     store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
 
 
-def _store_intrinsic(streaming: bool, doc: str):
-    """A vector store intrinsic; ``streaming`` adds the non-temporal hint and 64-byte alignment."""
+def _store_intrinsic(streaming: bool, half: bool, doc: str):
+    """A vector store intrinsic; ``streaming`` adds the non-temporal hint (and, for float, 64-byte
+    alignment). ``half``: a float32 vector stored as float16 bits into a uint16 array (LLVM
+    ``fptrunc``: round to nearest even, as ``half.encode``), only where the CPU converts half in
+    hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library routine that numba's
+    JIT does not link."""
     def store(typingctx, array, index, value):
-        if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
-                and value.dtype == array.dtype):
+        if not (isinstance(index, types.Integer) and isinstance(value, FloatVector)):
+            return None
+        if half and not (isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.uint16
+                         and value.dtype == types.float32):
+            return None
+        if not half and not (_float_array(array) and value.dtype == array.dtype):
             return None
 
         def codegen(context, builder, signature, args):
-            vector = context.get_value_type(signature.args[2])
-            pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
-            written = builder.store(args[2], pointer,
-                                    align=VECTOR_BYTES if streaming else array.dtype.bitwidth // 8)
+            data = args[2]
+            if half:
+                bits = ir.VectorType(ir.IntType(16), value.lanes)
+                data = builder.bitcast(builder.fptrunc(data, ir.VectorType(ir.HalfType(), value.lanes)), bits)
+            pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], data.type)
+            element_bytes = 2 if half else array.dtype.bitwidth // 8
+            written = builder.store(data, pointer,
+                                    align=(value.lanes * element_bytes if half else VECTOR_BYTES) if streaming
+                                    else element_bytes)
             if streaming:
                 mark_nontemporal(builder, written)
             return context.get_dummy_value()
@@ -122,37 +135,12 @@ def _store_intrinsic(streaming: bool, doc: str):
     return intrinsic(store)
 
 
-store = _store_intrinsic(False, """``array[index : index + lanes] = value``.""")
-store_stream = _store_intrinsic(True, """``store`` with a non-temporal hint: the line is written without
+store = _store_intrinsic(False, False, """``array[index : index + lanes] = value``.""")
+store_stream = _store_intrinsic(True, False, """``store`` with a non-temporal hint: the line is written without
 first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
-
-
-def _store_half_intrinsic(streaming: bool, doc: str):
-    """A float32 vector stored as float16 bits (LLVM ``fptrunc``: round to nearest even, as
-    ``half.encode``) into a uint16 array; ``streaming`` adds the non-temporal hint. Only where the
-    CPU converts half in hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library
-    routine that numba's JIT does not link."""
-    def store(typingctx, array, index, value):
-        if not (isinstance(array, types.Array) and array.dtype == types.uint16 and isinstance(index, types.Integer)
-                and isinstance(value, FloatVector) and value.dtype == types.float32):
-            return None
-
-        def codegen(context, builder, signature, args):
-            bits_type = ir.VectorType(ir.IntType(16), value.lanes)
-            bits = builder.bitcast(builder.fptrunc(args[2], ir.VectorType(ir.HalfType(), value.lanes)), bits_type)
-            pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], bits_type)
-            written = builder.store(bits, pointer, align=value.lanes * 2 if streaming else 2)
-            if streaming:
-                mark_nontemporal(builder, written)
-            return context.get_dummy_value()
-        return types.void(array, index, value), codegen
-    store.__doc__ = doc
-    return intrinsic(store)
-
-
-store_half = _store_half_intrinsic(False, """``array[index : index + lanes]`` = the float32 lanes of ``value``
+store_half = _store_intrinsic(False, True, """``array[index : index + lanes]`` = the float32 lanes of ``value``
 rounded to float16 bits (``array``: uint16).""")
-store_stream_half = _store_half_intrinsic(True, """``store_half`` with a non-temporal hint; ``array`` is 32-byte
+store_stream_half = _store_intrinsic(True, True, """``store_half`` with a non-temporal hint; ``array`` is 32-byte
 aligned at ``index``.""")
 
 
