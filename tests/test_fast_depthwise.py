@@ -507,7 +507,7 @@ def test_streamed_float16_dx_rows(monkeypatch):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
         buffer = np.full(size + 16, 7.0, np.float16)
         dx = buffer[shift:shift + size].reshape(n, h, w, c)
-        streamed = fast._streams_half_rows(dx, fast._kernel_view(dx, False)[2], c, 1, 1, False)
+        streamed = fast._streams_rows(dx, fast._kernel_view(dx, False)[2], c, 1, 1, False)
         assert streamed == (fast.half.HARDWARE_HALF and threshold < size * 2)
         fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
         check(dx, exact, exact_abs, 9, np.dtype(np.float16))
@@ -515,6 +515,68 @@ def test_streamed_float16_dx_rows(monkeypatch):
         results.append(dx.copy())
     for other in results[1:]:
         np.testing.assert_array_equal(bits(other), bits(results[0]))
+
+
+def _emulate_stride1_adjoint(dy, f, h, w, pad):
+    """Backprop input with stride 1 in the fast backend's documented order, bit for bit: for each m,
+    ``acc + dy * weight`` (two roundings) over taps (ky, kx) ascending from +0, then the M sums
+    added in m order. Taps in the padding add dy = 0 products, which leave a sum from +0 unchanged."""
+    fh, fw, c, mult = f.shape
+    padded = np.zeros((dy.shape[0], h + 2 * fh, w + 2 * fw, c * mult), dy.dtype)
+    padded[:, fh - 1:fh - 1 + dy.shape[1], fw - 1:fw - 1 + dy.shape[2]] = dy
+    sums = [np.zeros((dy.shape[0], h, w, c), dy.dtype) for _ in range(mult)]
+    for ky, kx in itertools.product(range(fh), range(fw)):
+        y0, x0 = pad[0] - ky + fh - 1, pad[1] - kx + fw - 1  # dx (iy, ix) reads dy (iy + pt - ky, ix + pl - kx)
+        for m in range(mult):
+            sums[m] = sums[m] + padded[:, y0:y0 + h, x0:x0 + w, m::mult] * f[ky, kx, :, m]
+    total = sums[0]
+    for m in range(1, mult):
+        total = total + sums[m]
+    return total
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pair_sums_dx_rows(monkeypatch, dtype):
+    """M = 2 with dx rows of one run: the two sums of each element are added in vectors as the row
+    is written (``_pair_sums_run``), with non-temporal stores when dx is beyond the cache
+    (threshold lowered here to stream a small dx; raised, plain stores), rows starting at any
+    element offset (C = 37: the partial lines at both ends of a row take scalar stores). Bit for
+    bit the documented order (``_emulate_stride1_adjoint``), nothing around the view written."""
+    rng = np.random.default_rng(21)
+    n, h, w, c = 2, 9, 30, 37
+    dy = random_values(rng, (n, h, w, 2 * c), dtype)
+    f = random_values(rng, (5, 5, c, 2), dtype)
+    expected = _emulate_stride1_adjoint(dy, f, h, w, (2, 2))
+    size = n * h * w * c
+    for shift, threshold in ((0, 0), (5, 0), (5, 1 << 62)):
+        monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
+        buffer = np.full(size + 16, 7.0, dtype)
+        dx = buffer[shift:shift + size].reshape(n, h, w, c)
+        assert fast._streams_rows(dx, fast._kernel_view(dx, False)[2], c, 2, 1, False) == (threshold == 0)
+        fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 2, 2)
+        np.testing.assert_array_equal(bits(dx), bits(expected))
+        assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+
+
+def test_prefetched_staged_rows_with_pair_sums():
+    """D4's layout at a size where every fast path of it runs: a 16 MiB dy of staged rows, the next
+    row requested a share per block of ``_taps_rows`` (``_PREFETCH_STAGED_BYTES``), 5-tap filter rows,
+    M = 2 sums streamed into an 8 MiB dx. Bit for bit the documented order, on 1 and 2 threads."""
+    rng = np.random.default_rng(22)
+    n, h, w, c = 1, 128, 128, 128
+    dy = random_values(rng, (n, h, w, 2 * c), np.float32)
+    f = random_values(rng, (5, 5, c, 2), np.float32)
+    assert dy.nbytes >= fast._PREFETCH_STAGED_BYTES and dy.nbytes // 2 >= simd.STREAMING_THRESHOLD_BYTES
+    expected = _emulate_stride1_adjoint(dy, f, h, w, (2, 2))
+    threads = numba.get_num_threads()
+    try:
+        for count in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(count)
+            dx = np.empty((n, h, w, c), np.float32)
+            fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 2, 2)
+            np.testing.assert_array_equal(bits(dx), bits(expected))
+    finally:
+        numba.set_num_threads(threads)
 
 
 def test_unaligned_output_view():

@@ -15,7 +15,8 @@ How the work is laid out:
   A dx beyond the cache is written with non-temporal stores: straight from the registers when
   its positions start on 64-byte lines (the stores drain while the next blocks compute); a
   strided one that does not, or a float16 one whose rows are one run each, summed in a row
-  buffer and streamed out (rounded as it is written: ``_stream_row``).
+  buffer and streamed out (rounded as it is written: ``_stream_row``), as is a float one with
+  M = 2 (its two sums per element added in vectors as it is written: ``_pair_sums_run``).
 * Canonical row layouts. ``channels-last`` rows are ``[position][k]``, so one filter tap covers a
   contiguous run of (position, k) and a SIMD vector spans consecutive k; staged rows and the
   weight table space their positions ``pitch`` apart (``_pitch``: C*M, or one cache line more
@@ -73,8 +74,10 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (D1: 8 KiB 0.90-0.96 against 4 KiB with all three rows, 2 KiB 0.97).
 _PREFETCH_AHEAD_BYTES = 8192
-# Backprop input prefetches the next staged dy row from dy at least this large (smaller ones are
-# mostly in the caches; D7's 25.7 MB: 0.92 in interleaved A/B).
+# Backprop input requests the next staged dy row from a dy at least this large (smaller ones are
+# mostly in the caches; D7's 25.7 MB: 0.92 in interleaved A/B): while the current output row is
+# summed, in equal shares over the blocks of ``_taps_rows`` (D4: 0.91-0.93 against one burst of
+# 900 line prefetches after staging, most of which the CPU does not keep in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
 _LINE = 64  # bytes per cache line
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
@@ -547,7 +550,8 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
 
 
 @row_njit
-def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream):
+def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream, ahead_src,
+               ahead, ahead_n):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
     Same products, same additions, same order. Rows of 3 taps over 7k positions (7, 14, 21, 28;
@@ -557,7 +561,9 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     7 positions (not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights for each position).
     ``prefetch``: the rows are read in place from memory, so the first and last rows of taps (the
     source row that is new for this output row, in the adjoint and in the forward direction) are
-    requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``."""
+    requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``.
+    ``ahead_src[ahead : ahead + ahead_n]``: a run the next call reads (the dy row the next output
+    row stages), requested into L2 a share per block and vector (``_PREFETCH_STAGED_BYTES``)."""
     lanes = simd.lanes(acc)
     if width < lanes:
         return 0
@@ -566,7 +572,10 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     positions = 7 if sevens else 8
     blocked = n_pos if sevens else n_pos // 8 * 8
     overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
-    for block in range(blocked // positions + overlap):
+    n_blocks = blocked // positions + overlap
+    share = simd.line_share(ahead_n, n_blocks * (width // lanes), _LINE // ahead_src.itemsize)
+    requested = 0
+    for block in range(n_blocks):
         q = min(positions * block, n_pos - positions)
         _lowest_positions(low, so, count, rows, q * pitch, pitch)
         if prefetch:
@@ -579,6 +588,8 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
         # four call sites, each with a constant direction: a direction tested inside the tap loop
         # keeps both variants' registers live and spills them (21 against 37 GMAC/s for 5 taps)
         while j + lanes <= width:
+            simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+            requested += share
             a = a0 + q * step
             if rows == 3 and sevens:
                 _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 7)
@@ -735,11 +746,13 @@ def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low
 # inlined and counters typed as literals; 191 s with two inlined copies of ``_taps_rows``).
 @row_njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
-                        stream):
+                        stream, ahead_src, ahead, ahead_n):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
-    columns reached by the same taps at a time."""
+    columns reached by the same taps at a time. ``ahead_src[ahead : ahead + ahead_n]`` is
+    requested into L2 once: spread over ``_taps_rows`` if the first segment goes there, else at
+    its start."""
     bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
@@ -755,8 +768,11 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
         # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
         done = 0
         rows = _filter_rows(sub_so, count, pitch)
-        if (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
-                and width % (2 * simd.lanes(acc)) == 0):
+        nine = (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
+                and width % (2 * simd.lanes(acc)) == 0)
+        if nine or rows == 0:
+            simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
+        if nine:
             if rows != 0:
                 done = _taps9_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, rows,
                                    shifted, prefetch, stream)
@@ -766,7 +782,8 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
         else:
             if rows != 0:
                 done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count,
-                                  rows, shifted, prefetch, stream)
+                                  rows, shifted, prefetch, stream, ahead_src, ahead, ahead_n)
+        ahead_n = 0
         for t in range(count):
             sub_so[t] += done * pitch
         _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
@@ -837,14 +854,6 @@ def _stage_channels_last(src, base, pos_stride, ch_stride, n_pos, channels, repe
                 value = _load_one(src, s + c * ch_stride, kind)
                 for i in range(repeat):
                     ring[d + c * repeat + i] = value
-
-
-@njit(inline="always")
-def _prefetch_run(src, start, n):
-    """Requests ``src[start : start + n]`` into L2, one prefetch per 64-byte line."""
-    line = simd.VECTOR_BYTES // src.itemsize
-    for i in range(start, start + n, line):
-        simd.prefetch_l2(src, i)
 
 
 @row_njit
@@ -935,7 +944,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                                            weight, lo, hi, nt, scratch)
                 else:
                     _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv, scratch,
-                                        direct_in, False)
+                                        direct_in, False, x, -1, 0)
                 if direct_out:
                     continue
                 if planar:
@@ -957,10 +966,11 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                            margin_l, margin_r):
     """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
     straight from the registers to dx (every position on a 64-byte line), so the stores drain
-    while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer of its own
-    layout, then written (and rounded) as one run. ``margin_l`` / ``margin_r`` (stride 1, staged rows, finite
-    weights; see ``_zero_margins``): zero positions on each side of every staged dy row, so that
-    every tap of a row reaches every dx column and the row is one segment, without edges."""
+    while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer, then
+    written as one run (rounded, or its M = 2 sums added: ``_streams_rows``). ``margin_l`` /
+    ``margin_r`` (stride 1, staged rows, finite weights; see ``_zero_margins``): zero positions on
+    each side of every staged dy row, so that every tap of a row reaches every dx column and the
+    row is one segment, without edges."""
     n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
     fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
                                              geo[15])
@@ -971,8 +981,8 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
     jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    # Staged channels-last rows of one run from beyond the caches: while a dy row is staged, the
-    # next one is requested into L2, so that staging it does not wait on memory line by line.
+    # Staged channels-last rows of one run from beyond the caches: while a dx row is summed, the dy
+    # row the next one stages is requested into L2, so that staging it does not wait on memory.
     prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
         and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
     seen = begin(counters, epoch, role)
@@ -993,7 +1003,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                 ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
             src = dy_direct if direct_in else ring
             if stream_rows:
-                acc = np.empty(in_w * chans, wv.dtype)  # one dx row
+                acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
             else:
                 acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
             combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
@@ -1007,6 +1017,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             for iy in range(iy0, iy1):
                 dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
                 acc_row = dx_row if direct_out and not stream_rows else 0
+                ahead = -1
                 for r in range(min(sw, in_w)):
                     n_pos = (in_w - r + sw - 1) // sw
                     nt = np.int64(0)
@@ -1031,7 +1042,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                     _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
                                                          1, 1, out_w, pitch, ring, row, kind)
                                     if prefetch_staged and oy + 1 < out_h:
-                                        _prefetch_run(dy, dy_base + (oy + 1) * dy_st[1], out_w * width)
+                                        ahead = dy_base + (oy + 1) * dy_st[1]
                         for kx in range(fw):
                             ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
                             q_shift = columns[kx, 3]
@@ -1054,17 +1065,21 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                                k * channel_stride, weight, lo, hi, nt, scratch)
                     elif direct_out and stream_in_place:  # positions r, r + sw, ... of the dx row itself
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, True)
+                                            lo, hi, nt, wv, scratch, direct_in, True, dy, -1, 0)
                     elif direct_out:
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, False)
-                    else:  # residue plane r of the row buffer, [r][q][k]
+                                            lo, hi, nt, wv, scratch, direct_in, False, dy, -1, 0)
+                    elif ahead >= 0:  # residue plane r of the row buffer, [r][q][k], requesting a dy row
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in, False)
-                if stream_rows:
+                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, out_w * width)
+                    else:  # literals where nothing is requested: variables there cost D1 4-8% (A/B)
+                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
+                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, -1, 0)
+                if stream_rows and mult == 1:
                     _stream_row(acc, in_w * chans, dx, dx_row, kind)
                 elif not direct_out:
-                    _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind)
+                    _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind,
+                                  stream_rows)
         if stream_rows or stream_in_place:
             simd.store_fence()  # the rows are visible before the chunk is reported done
         finish(counters)
@@ -1103,9 +1118,41 @@ def _stream_line_impl(dst, index, buf, i):
     return lambda dst, index, buf, i: None  # never called: backprop_input streams no other rows
 
 
+def _pair_sums_run(acc, n, combined, dst, start, kind, stream):
+    """``dst[start + i] = acc[2i] + acc[2i + 1]`` for i < n, rounded once to dst's type: the sums of
+    m = 0 and m = 1 of M = 2, in that order. ``stream``: dst's whole 64-byte lines with
+    non-temporal stores, the partial lines at the ends with plain ones (float dst only: the
+    others go through ``combined`` and ``_store_run``)."""
+
+
+@overload(_pair_sums_run)
+def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
+    if isinstance(dst.dtype, types.Float):
+        def vectors(acc, n, combined, dst, start, kind, stream):
+            lanes = simd.lanes(acc)
+            head = min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize) \
+                if stream else 0
+            for i in range(head):
+                dst[start + i] = acc[2 * i] + acc[2 * i + 1]
+            i = head
+            while i + lanes <= n:
+                _put(dst, start + i, simd.pair_sums(simd.load(acc, 2 * i), simd.load(acc, 2 * i + lanes)), stream)
+                i += lanes
+            for k in range(i, n):
+                dst[start + k] = acc[2 * k] + acc[2 * k + 1]
+        return vectors
+
+    def scalars(acc, n, combined, dst, start, kind, stream):
+        for i in range(n):  # a constant stride: this loop vectorises
+            combined[i] = acc[2 * i] + acc[2 * i + 1]
+        _store_run(combined, 0, n, dst, start, 1, kind)
+    return scalars
+
+
 @njit
-def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind):
-    """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r."""
+def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind, stream):
+    """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r. ``stream`` (one
+    run, M = 2): non-temporal stores (``_streams_rows``)."""
     width = chans * mult
     if planar:
         for c in range(chans):
@@ -1128,15 +1175,17 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
             _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
             return
         n = in_w * chans
-        if mult == 2:  # a constant stride: this loop vectorises
-            for i in range(n):
-                combined[i] = acc[2 * i] + acc[2 * i + 1]
-        else:
-            for i in range(n):
-                total = acc[i * mult]
-                for m in range(1, mult):
-                    total += acc[i * mult + m]
-                combined[i] = total
+        if mult == 2:
+            if stream:  # a literal per call: the stores are fixed at compile time
+                _pair_sums_run(acc, n, combined, dx, base, kind, True)
+            else:
+                _pair_sums_run(acc, n, combined, dx, base, kind, False)
+            return
+        for i in range(n):
+            total = acc[i * mult]
+            for m in range(1, mult):
+                total += acc[i * mult + m]
+            combined[i] = total
         _store_run(combined, 0, n, dx, base, 1, kind)
         return
     for ix in range(in_w):
@@ -1433,14 +1482,18 @@ def _rows_per_job(batch: int, rows: int) -> int:
     return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * thread_count()))))
 
 
-def _streams_half_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, stride_w: int,
-                       planar: bool) -> bool:
-    """Whether backprop input rounds float16 dx rows from its row buffer straight into
-    non-temporal stores (``stream_rows``, ``_stream_row``): a dx beyond the cache whose rows are one run each
-    (channels-last, M = 1, stride 1), where the CPU converts half in hardware. Any row start: the
-    partial lines at its ends take plain stores. D7: 0.89x the time (interleaved A/B)."""
-    return (out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1 and stride_w == 1 and not planar
-            and dx_st[3] == 1 and dx_st[2] == chans and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
+def _streams_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, stride_w: int, planar: bool) -> bool:
+    """Whether backprop input writes dx rows from its row buffer with non-temporal stores as it
+    finishes them (``stream_rows``): a dx beyond the cache whose rows are one run each
+    (channels-last, stride 1), either float16 with M = 1 where the CPU converts half in hardware,
+    rounded on the way out (``_stream_row``; D7: 0.89x the time), or float with M = 2, the two
+    sums of each element added in vectors on the way out (``_pair_sums_run``; D4: 0.88-0.92x,
+    interleaved A/B). Any row start: the partial lines at its ends take plain stores."""
+    one_run = (stride_w == 1 and not planar and dx_st[3] == 1 and dx_st[2] == chans
+               and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
+    half_rows = out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1
+    pair_rows = out.dtype not in _HALF_KINDS and mult == 2
+    return one_run and (half_rows or pair_rows)
 
 
 def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:
@@ -1559,7 +1612,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     # (s*s times dy's size; D2 -11 to -19%; D1 -2 to +3%, D5 +21%).
     stream_out = direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
     stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
-    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_half_rows(
+    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_rows(
         out, dx_st, chans, mult, stride_w, planar)
     if planar and stride_h == stride_w == 1 and finite:
         # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]

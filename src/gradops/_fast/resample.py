@@ -135,23 +135,12 @@ def _four_terms(p0, p1, p2, p3, w0, w1, w2, w3):
 
 
 @njit(inline="always")
-def _line_share(row_elements, parts, line):
-    """Elements of a source run per part, in whole lines of ``line`` elements, when the lines of
-    a run are spread over ``parts`` parts of a loop (``_prefetch_part``): no division per part."""
-    return -(-(-(-row_elements // line)) // max(parts, 1)) * line
-
-
-@njit(inline="always")
 def _prefetch_part(src, ahead, ahead_rows, first, last):
     """Requests ``src[ahead[r] + first : ahead[r] + last]`` into L2 for ``r < ahead_rows``, one
     prefetch per 64-byte line: the source rows the next work item adds, a share per part of this
     item's loop, so that their memory reads overlap its sums instead of following them."""
-    line = simd.VECTOR_BYTES // src.itemsize
     for r in range(ahead_rows):
-        e = first
-        while e < last:  # not range(first, last, line): its trip count costs a division per call
-            simd.prefetch_l2(src, ahead[r] + e)
-            e += line
+        simd.prefetch_l2_range(src, ahead[r] + first, ahead[r] + last)
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -629,7 +618,7 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
     zero = np.float32(zero)
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
-    per_column = _line_share(row_elements, columns, simd.VECTOR_BYTES // src.itemsize)
+    per_column = simd.line_share(row_elements, columns, simd.VECTOR_BYTES // src.itemsize)
     for j in range(columns):
         c = np.uint64(column0 + j)
         b = np.uint64(base + j * d3)
@@ -781,7 +770,7 @@ def _combine4(dst, o, cc, b0, b1, b2, b3, w0, w1, w2, w3, zero, n, src, ahead, a
     lanes = simd.lanes(cc)
     z = simd.splat(cc, zero)
     v0, v1, v2, v3 = simd.splat(cc, w0), simd.splat(cc, w1), simd.splat(cc, w2), simd.splat(cc, w3)
-    per_vector = _line_share(row_elements, n // lanes, simd.VECTOR_BYTES // src.itemsize)
+    per_vector = simd.line_share(row_elements, n // lanes, simd.VECTOR_BYTES // src.itemsize)
     for k in range(n // lanes):
         _prefetch_part(src, ahead, ahead_rows, k * per_vector, min((k + 1) * per_vector, row_elements))
         e = np.uint64(k * lanes)

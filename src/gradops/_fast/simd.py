@@ -18,7 +18,7 @@ from __future__ import annotations
 import platform
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
@@ -252,6 +252,22 @@ mul = _lanewise("fmul", """``a * b`` per lane.""")
 
 
 @intrinsic
+def pair_sums(typingctx, a, b):
+    """The sums of adjacent lanes of ``a`` then ``b``: lane i is ``a[2i] + a[2i + 1]`` for i < lanes/2,
+    then ``b[2i - lanes] + b[2i + 1 - lanes]`` (one add per lane, the even lane first: the sum
+    of a pair in memory order)."""
+    if not (isinstance(a, FloatVector) and a == b):
+        return None
+
+    def codegen(context, builder, signature, args):
+        mask = ir.VectorType(ir.IntType(32), a.lanes)
+        even = builder.shuffle_vector(args[0], args[1], ir.Constant(mask, [2 * i for i in range(a.lanes)]))
+        odd = builder.shuffle_vector(args[0], args[1], ir.Constant(mask, [2 * i + 1 for i in range(a.lanes)]))
+        return builder.fadd(even, odd)
+    return a(a, b), codegen
+
+
+@intrinsic
 def choose(typingctx, condition, if_true, if_false):
     """``if_true if condition else if_false`` for vectors, as one LLVM ``select`` (no branch)."""
     if not (isinstance(condition, types.Boolean) and isinstance(if_true, FloatVector) and if_true == if_false):
@@ -302,6 +318,24 @@ prefetch = _prefetch_intrinsic(3, """Start loading the cache line of ``array[ind
 no fault, no effect on results), so that a later load finds it in the cache.""")
 prefetch_l2 = _prefetch_intrinsic(2, """``prefetch`` into L2 (and L3) but not L1: for data needed after
 the current working set, which a prefetch into L1 would evict.""")
+
+
+@njit(inline="always")
+def prefetch_l2_range(array, first, last):
+    """``prefetch_l2`` of the lines of ``array[first:last]``, one prefetch a line apart from ``first``."""
+    line = VECTOR_BYTES // array.itemsize
+    e = first
+    while e < last:  # not range(first, last, line): its trip count costs a division per call
+        prefetch_l2(array, e)
+        e += line
+
+
+@njit(inline="always")
+def line_share(elements, parts, line):
+    """Elements of a run per part, in whole lines of ``line`` elements, when the run's lines are
+    requested a share per part of a loop (``prefetch_l2_range``), so that its memory reads overlap
+    the loop's work instead of arriving in one burst: no division per part."""
+    return -(-(-(-elements // line)) // max(parts, 1)) * line
 
 
 @intrinsic
