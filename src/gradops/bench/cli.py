@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", nargs="+", metavar="ID", choices=WORKLOAD_IDS,
                         help=f"only these workloads ({' '.join(WORKLOAD_IDS)})")
     parser.add_argument("--peers", nargs="*", metavar="PEER", choices=tuple(PEERS), default=None,
-                        help=f"peers to run (default: all installed of {' '.join(PEERS)}); none for gradops only")
+                        help=f"peers to run (default: all installed of {' '.join(PEERS)}); "
+                        "--peers with no names: gradops only")
     parser.add_argument("--reps", type=int, default=7, help="timed calls per variant, at least (default 7); "
                         "short calls repeat for 0.3 s after 0.2 s of warm-up")
     parser.add_argument("--rounds", type=int, default=None, metavar="N",
