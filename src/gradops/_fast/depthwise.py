@@ -944,7 +944,7 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                                            weight, lo, hi, nt, scratch)
                 else:
                     _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv, scratch,
-                                        direct_in, False, x, -1, 0)
+                                        direct_in, False, x, np.int64(-1), np.int64(0))
                 if direct_out:
                     continue
                 if planar:
@@ -1063,18 +1063,18 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                 weight[t] = wv[tap[t] * pitch + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                                k * channel_stride, weight, lo, hi, nt, scratch)
+                    # no run requested: (-1, 0) typed int64, since literals would compile second copies of
+                    # _fill_plane_blocked and _taps_rows (first float32 call from an empty cache: 116 s, not 90)
                     elif direct_out and stream_in_place:  # positions r, r + sw, ... of the dx row itself
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, True, dy, -1, 0)
+                                            lo, hi, nt, wv, scratch, direct_in, True, dy, np.int64(-1), np.int64(0))
                     elif direct_out:
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, False, dy, -1, 0)
-                    elif ahead >= 0:  # residue plane r of the row buffer, [r][q][k], requesting a dy row
+                                            lo, hi, nt, wv, scratch, direct_in, False, dy, np.int64(-1), np.int64(0))
+                    else:  # residue plane r of the row buffer, [r][q][k]
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, out_w * width)
-                    else:  # literals where nothing is requested: variables there cost D1 4-8% (A/B)
-                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, -1, 0)
+                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead,
+                                            out_w * width if ahead >= 0 else 0)
                 if stream_rows and mult == 1:
                     _stream_row(acc, in_w * chans, dx, dx_row, kind)
                 elif not direct_out:
