@@ -942,9 +942,10 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                             weight[t] = wv[tap[t] * pitch + k]
                         _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
                                            weight, lo, hi, nt, scratch)
-                else:
+                else:  # no run requested: typed int64, since literals would compile second copies of
+                    # _fill_plane_blocked and _taps_rows (first float32 call from an empty cache: 116 s, not 90)
                     _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv, scratch,
-                                        direct_in, False, x, np.int64(-1), np.int64(0))
+                                        direct_in, False, x, np.int64(0), np.int64(0))
                 if direct_out:
                     continue
                 if planar:
@@ -1017,7 +1018,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
             for iy in range(iy0, iy1):
                 dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
                 acc_row = dx_row if direct_out and not stream_rows else 0
-                ahead = -1
+                ahead = ahead_n = np.int64(0)  # no dy row requested yet
                 for r in range(min(sw, in_w)):
                     n_pos = (in_w - r + sw - 1) // sw
                     nt = np.int64(0)
@@ -1042,7 +1043,7 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                     _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
                                                          1, 1, out_w, pitch, ring, row, kind)
                                     if prefetch_staged and oy + 1 < out_h:
-                                        ahead = dy_base + (oy + 1) * dy_st[1]
+                                        ahead, ahead_n = dy_base + (oy + 1) * dy_st[1], out_w * width
                         for kx in range(fw):
                             ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
                             q_shift = columns[kx, 3]
@@ -1063,18 +1064,16 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
                                 weight[t] = wv[tap[t] * pitch + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
                                                k * channel_stride, weight, lo, hi, nt, scratch)
-                    # no run requested: (-1, 0) typed int64, since literals would compile second copies of
-                    # _fill_plane_blocked and _taps_rows (first float32 call from an empty cache: 116 s, not 90)
                     elif direct_out and stream_in_place:  # positions r, r + sw, ... of the dx row itself
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, True, dy, np.int64(-1), np.int64(0))
+                                            lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n)
                     elif direct_out:
                         _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, False, dy, np.int64(-1), np.int64(0))
+                                            lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
                     else:  # residue plane r of the row buffer, [r][q][k]
                         _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead,
-                                            out_w * width if ahead >= 0 else 0)
+                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
+                    ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
                 if stream_rows and mult == 1:
                     _stream_row(acc, in_w * chans, dx, dx_row, kind)
                 elif not direct_out:
@@ -1086,12 +1085,19 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
 
 
 @njit(inline="always")
+def _line_head(dst, start, n):
+    """How many of ``dst[start : start + n]`` come before the first 64-byte line boundary: the
+    elements a streamed run writes with plain stores before its whole lines."""
+    return min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
+
+
+@njit(inline="always")
 def _stream_row(buf, n, dst, start, kind):
     """``dst[start:start + n] = buf[:n]``, rounded to dst's type (``_store_run``): whole 64-byte
     lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
     ends (``dst`` need only be element-aligned) with plain ones."""
     line = simd.VECTOR_BYTES // dst.itemsize
-    head = min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
+    head = _line_head(dst, start, n)
     _store_run(buf, 0, head, dst, start, 1, kind)
     i = head
     while i + line <= n:
@@ -1130,8 +1136,7 @@ def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     if isinstance(dst.dtype, types.Float):
         def vectors(acc, n, combined, dst, start, kind, stream):
             lanes = simd.lanes(acc)
-            head = min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize) \
-                if stream else 0
+            head = _line_head(dst, start, n) if stream else 0
             for i in range(head):
                 dst[start + i] = acc[2 * i] + acc[2 * i + 1]
             i = head
