@@ -579,6 +579,28 @@ def test_prefetched_staged_rows_with_pair_sums():
         numba.set_num_threads(threads)
 
 
+def test_prefetched_staged_rows_nine_taps_float16():
+    """D7's layout at a size where every fast path of it runs: a float16 dy of 16 MiB staged into
+    float32 rows, the next row requested a share per part of ``_taps9_rows`` (3x3, C = 32: the
+    weights in registers), dx rows rounded into non-temporal stores by ``_stream_row``. Bit for bit
+    the documented order (float32 sums, rounded once) on 1 and 2 threads."""
+    rng = np.random.default_rng(23)
+    n, h, w, c = 1, 256, 1024, 32
+    dy = random_values(rng, (n, h, w, c), np.float16)
+    f = random_values(rng, (3, 3, c, 1), np.float16)
+    assert dy.nbytes >= fast._PREFETCH_STAGED_BYTES and dy.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+    expected = _emulate_stride1_adjoint(dy.astype(np.float32), f.astype(np.float32), h, w, (1, 1)).astype(np.float16)
+    threads = numba.get_num_threads()
+    try:
+        for count in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(count)
+            dx = np.empty((n, h, w, c), np.float16)
+            fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
+            np.testing.assert_array_equal(bits(dx), bits(expected))
+    finally:
+        numba.set_num_threads(threads)
+
+
 def test_unaligned_output_view():
     """An output whose strides are not multiples of its item size (a packed record field)."""
     rng = np.random.default_rng(8)

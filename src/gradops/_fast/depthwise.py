@@ -77,8 +77,12 @@ _PREFETCH_AHEAD_BYTES = 8192
 # Backprop input requests the next staged dy row from a dy at least this large (smaller ones are
 # mostly in the caches; D7's 25.7 MB: 0.92 in interleaved A/B): while the current output row is
 # summed, in equal shares over the blocks of ``_taps_rows`` (D4: 0.91-0.93 against one burst of
-# 900 line prefetches after staging, most of which the CPU does not keep in flight), else at once.
+# 900 line prefetches after staging, most of which the CPU does not keep in flight) and over the
+# parts of ``_NINE_POSITIONS`` positions of ``_taps9_rows`` (D7: 0.93 against one burst), else at
+# once. ``_taps9_rows`` requests into L1 (a float16 row is 7 KB; 0.97 against L2, where D4's
+# 57 KB float32 rows saw no difference); 8 positions a part: 0.97-0.98 against 16, 32 1.04.
 _PREFETCH_STAGED_BYTES = 16 << 20
+_NINE_POSITIONS = 8
 _LINE = 64  # bytes per cache line
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``: D1 -18%, D5 -16%, D7 -9%, 56x56x64 -13% in interleaved A/B; wider rows lost
@@ -691,14 +695,14 @@ def _window_2x2(b0, c0, b1, c1, src, p, pitch, lanes, w0, v0, w1, v1, w2, v2, as
 
 
 @njit(inline="always")
-def _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, ascending, prefetch, stream):
-    """The positions of ``_taps9_rows`` two at a time for vectors j, j + lanes; ``low``: the
-    lowest position each filter row reads, ``w`` / ``v``: the 9 weight vectors of each vector."""
+def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascending, prefetch, stream):
+    """Positions q, q + 1, ... < ``stop`` of ``_taps9_rows`` two at a time for vectors j, j + lanes;
+    ``low``: the lowest position each filter row reads, ``w`` / ``v``: the 9 weight vectors of
+    each vector."""
     line = _LINE // src.itemsize
     # The row that is new for this output row: the last filter row forward, the first adjoint.
     ahead = (low[2] if ascending else low[0]) + _PREFETCH_AHEAD_BYTES // src.itemsize
-    q = 0
-    while q + 2 <= n_pos:
+    while q + 2 <= stop:
         p = q * pitch + j
         if prefetch:  # a hint: no fault past the end of src
             for e in range(ahead + p, ahead + p + 2 * pitch, line):
@@ -720,23 +724,35 @@ def _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, ascending,
 
 
 @row_njit
-def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low, prefetch, stream):
+def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low, prefetch, stream, ahead_src, ahead,
+                ahead_n):
     """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` ``rows`` 3 or -3): each
     filter row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6
     products instead of 6. ``prefetch``: the rows are read in place, so the newest one (which
     comes from memory; the older ones were read for the previous output row) is requested
     ``_PREFETCH_AHEAD_BYTES`` ahead; past its end, that is the start of the row that is new for
     the next output row. Without the prefetch, fewer loads made rows from memory slower
-    (single thread, 112x112x32: cached images 0.82-0.84, 32 images 1.08)."""
+    (single thread, 112x112x32: cached images 0.82-0.84, 32 images 1.08).
+    ``ahead_src[ahead : ahead + ahead_n]`` (the dy row the next output row stages) is requested
+    a share per ``_NINE_POSITIONS`` positions, between the position loops: inside them the
+    request made D1 and D7 1.10-1.12x slower (they keep 30 of the 32 vector registers busy)."""
     lanes = simd.lanes(acc)
     _lowest_positions(low, so, 9, rows, 0, pitch)
+    stop = n_pos // 2 * 2
+    parts = -(-stop // _NINE_POSITIONS)
+    share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), _LINE // ahead_src.itemsize)
+    requested = 0
     for j in range(0, width, 2 * lanes):
         w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
-        if rows > 0:
-            _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, True, prefetch, stream)
-        else:
-            _rows9_2x2(acc, a0, step, pitch, n_pos, src, j, lanes, low, w, v, False, prefetch, stream)
-    return n_pos // 2 * 2
+        for q in range(0, stop, _NINE_POSITIONS):
+            simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+            requested += share
+            part_stop = min(q + _NINE_POSITIONS, stop)
+            if rows > 0:
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, True, prefetch, stream)
+            else:
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, False, prefetch, stream)
+    return stop
 
 
 # Compiled once per type signature and called, as are ``_taps_rows`` and ``_taps_blocked`` (see
@@ -751,8 +767,8 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
     columns reached by the same taps at a time. ``ahead_src[ahead : ahead + ahead_n]`` is
-    requested into L2 once: spread over ``_taps_rows`` if the first segment goes there, else at
-    its start."""
+    requested once: spread over ``_taps_rows`` or ``_taps9_rows`` if the first segment goes there,
+    else into L2 at its start."""
     bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
     for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
         q0, q1 = bounds[segment], bounds[segment + 1]
@@ -770,12 +786,12 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
         rows = _filter_rows(sub_so, count, pitch)
         nine = (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
                 and width % (2 * simd.lanes(acc)) == 0)
-        if nine or rows == 0:
+        if rows == 0:  # the row paths spread the request over their work
             simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
         if nine:
             if rows != 0:
                 done = _taps9_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, rows,
-                                   shifted, prefetch, stream)
+                                   shifted, prefetch, stream, ahead_src, ahead, ahead_n)
             else:
                 done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap,
                                   stream)
@@ -1091,7 +1107,7 @@ def _line_head(dst, start, n):
     return min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
 
 
-@njit(inline="always")
+@row_njit
 def _stream_row(buf, n, dst, start, kind):
     """``dst[start:start + n] = buf[:n]``, rounded to dst's type (``_store_run``): whole 64-byte
     lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
@@ -1154,7 +1170,7 @@ def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     return scalars
 
 
-@njit
+@row_njit
 def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind, stream):
     """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r. ``stream`` (one
     run, M = 2): non-temporal stores (``_streams_rows``)."""
@@ -1166,7 +1182,8 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
             else:
                 plane, start = combined, 0
                 plane0 = c * mult * sw * plane_len
-                combined[:sw * plane_len] = acc[plane0:plane0 + sw * plane_len]
+                for j in range(sw * plane_len):
+                    combined[j] = acc[plane0 + j]
                 for m in range(1, mult):
                     part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]
                     for j in range(sw * plane_len):

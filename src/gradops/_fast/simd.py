@@ -321,6 +321,16 @@ the current working set, which a prefetch into L1 would evict.""")
 
 
 @njit(inline="always")
+def prefetch_range(array, first, last):
+    """``prefetch`` of the lines of ``array[first:last]``, one prefetch a line apart from ``first``."""
+    line = VECTOR_BYTES // array.itemsize
+    e = first
+    while e < last:  # not range(first, last, line): its trip count costs a division per call
+        prefetch(array, e)
+        e += line
+
+
+@njit(inline="always")
 def prefetch_l2_range(array, first, last):
     """``prefetch_l2`` of the lines of ``array[first:last]``, one prefetch a line apart from ``first``."""
     line = VECTOR_BYTES // array.itemsize
