@@ -1147,7 +1147,7 @@ def _pair_sums_run(acc, n, combined, dst, start, kind, stream):
     others go through ``combined`` and ``_store_run``)."""
 
 
-@overload(_pair_sums_run)
+@overload(_pair_sums_run, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
 def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     if isinstance(dst.dtype, types.Float):
         def vectors(acc, n, combined, dst, start, kind, stream):

@@ -833,7 +833,7 @@ def _columns_first(*args):
     kernels do not compile it."""
 
 
-@overload(_columns_first)
+@overload(_columns_first, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
 def _columns_first_impl(*args):
     if args[2].dtype == types.uint16 and half.HARDWARE_HALF:
         return lambda *args: _half_columns_first(*args)
