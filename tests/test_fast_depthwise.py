@@ -249,16 +249,23 @@ def test_nine_taps_with_weights_in_registers(dtype, c):
             run_all(case, dtype, (layout, layout), rng)
 
 
-def test_thread_count_does_not_change_bits():
-    case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
+def on_each_thread_count(run):
+    """``run()`` on 1 thread, then on every thread numba has; the thread count is restored after."""
     threads = numba.get_num_threads()
-    results = []
     try:
+        results = []
         for count in (1, numba.config.NUMBA_NUM_THREADS):
             numba.set_num_threads(count)
-            results.append(run_all(case, np.dtype(np.float32), ("NHWC", "NHWC"), np.random.default_rng(3)))
+            results.append(run())
+        return results
     finally:
         numba.set_num_threads(threads)
+
+
+def test_thread_count_does_not_change_bits():
+    case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
+    results = on_each_thread_count(
+        lambda: run_all(case, np.dtype(np.float32), ("NHWC", "NHWC"), np.random.default_rng(3)))
     for a, b in zip(*results):
         np.testing.assert_array_equal(bits(a), bits(b))
 
@@ -558,47 +565,29 @@ def test_pair_sums_dx_rows(monkeypatch, dtype):
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 
 
-def test_prefetched_staged_rows_with_pair_sums():
-    """D4's layout at a size where every fast path of it runs: a 16 MiB dy of staged rows, the next
-    row requested a share per block of ``_taps_rows`` (``_PREFETCH_STAGED_BYTES``), 5-tap filter rows,
-    M = 2 sums streamed into an 8 MiB dx. Bit for bit the documented order, on 1 and 2 threads."""
-    rng = np.random.default_rng(22)
-    n, h, w, c = 1, 128, 128, 128
-    dy = random_values(rng, (n, h, w, 2 * c), np.float32)
-    f = random_values(rng, (5, 5, c, 2), np.float32)
-    assert dy.nbytes >= fast._PREFETCH_STAGED_BYTES and dy.nbytes // 2 >= simd.STREAMING_THRESHOLD_BYTES
-    expected = _emulate_stride1_adjoint(dy, f, h, w, (2, 2))
-    threads = numba.get_num_threads()
-    try:
-        for count in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(count)
-            dx = np.empty((n, h, w, c), np.float32)
-            fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 2, 2)
-            np.testing.assert_array_equal(bits(dx), bits(expected))
-    finally:
-        numba.set_num_threads(threads)
+@pytest.mark.parametrize("seed, dtype, h, w, c, k, mult", [(22, np.float32, 128, 128, 128, 5, 2),
+                                                          (23, np.float16, 256, 1024, 32, 3, 1)],
+                         ids=["D4-float32-5x5-M2", "D7-float16-3x3"])
+def test_prefetched_staged_rows(seed, dtype, h, w, c, k, mult):
+    """The layouts of D4 and D7 at a size where every fast path of theirs runs: a dy of 16 MiB of
+    staged rows (float16 ones converted to float32), the next row requested a share per block of
+    ``_taps_rows`` (5-tap filter rows) or per part of ``_taps9_rows`` (3x3, C = 32: the weights in
+    registers), dx streamed: M = 2 sums added as they are written, or float16 rows rounded by
+    ``_stream_row``. Bit for bit the documented order (float32 sums for float16, rounded once), on
+    1 and 2 threads."""
+    rng = np.random.default_rng(seed)
+    dy = random_values(rng, (1, h, w, c * mult), dtype)
+    f = random_values(rng, (k, k, c, mult), dtype)
+    assert dy.nbytes >= fast._PREFETCH_STAGED_BYTES and dy.nbytes // mult >= simd.STREAMING_THRESHOLD_BYTES
+    pad = (k // 2, k // 2)
+    expected = _emulate_stride1_adjoint(dy.astype(np.float32), f.astype(np.float32), h, w, pad).astype(dtype)
 
-
-def test_prefetched_staged_rows_nine_taps_float16():
-    """D7's layout at a size where every fast path of it runs: a float16 dy of 16 MiB staged into
-    float32 rows, the next row requested a share per part of ``_taps9_rows`` (3x3, C = 32: the
-    weights in registers), dx rows rounded into non-temporal stores by ``_stream_row``. Bit for bit
-    the documented order (float32 sums, rounded once) on 1 and 2 threads."""
-    rng = np.random.default_rng(23)
-    n, h, w, c = 1, 256, 1024, 32
-    dy = random_values(rng, (n, h, w, c), np.float16)
-    f = random_values(rng, (3, 3, c, 1), np.float16)
-    assert dy.nbytes >= fast._PREFETCH_STAGED_BYTES and dy.nbytes >= simd.STREAMING_THRESHOLD_BYTES
-    expected = _emulate_stride1_adjoint(dy.astype(np.float32), f.astype(np.float32), h, w, (1, 1)).astype(np.float16)
-    threads = numba.get_num_threads()
-    try:
-        for count in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(count)
-            dx = np.empty((n, h, w, c), np.float16)
-            fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
-            np.testing.assert_array_equal(bits(dx), bits(expected))
-    finally:
-        numba.set_num_threads(threads)
+    def run():
+        dx = np.empty((1, h, w, c), dtype)
+        fast.backprop_input(dy, f, dx, 1, 1, 1, 1, *pad)
+        return dx
+    for dx in on_each_thread_count(run):
+        np.testing.assert_array_equal(bits(dx), bits(expected))
 
 
 def test_unaligned_output_view():

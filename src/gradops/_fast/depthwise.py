@@ -999,7 +999,8 @@ def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st
     acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
     # Staged channels-last rows of one run from beyond the caches: while a dx row is summed, the dy
-    # row the next one stages is requested into L2, so that staging it does not wait on memory.
+    # row the next one stages is requested (_PREFETCH_STAGED_BYTES), so that staging it does not
+    # wait on memory.
     prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
         and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
     seen = begin(counters, epoch, role)
@@ -1182,7 +1183,7 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
             else:
                 plane, start = combined, 0
                 plane0 = c * mult * sw * plane_len
-                for j in range(sw * plane_len):
+                for j in range(sw * plane_len):  # not a slice assignment, which needs numba's runtime
                     combined[j] = acc[plane0 + j]
                 for m in range(1, mult):
                     part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]

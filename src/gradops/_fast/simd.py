@@ -320,24 +320,22 @@ prefetch_l2 = _prefetch_intrinsic(2, """``prefetch`` into L2 (and L3) but not L1
 the current working set, which a prefetch into L1 would evict.""")
 
 
-@njit(inline="always")
-def prefetch_range(array, first, last):
-    """``prefetch`` of the lines of ``array[first:last]``, one prefetch a line apart from ``first``."""
-    line = VECTOR_BYTES // array.itemsize
-    e = first
-    while e < last:  # not range(first, last, line): its trip count costs a division per call
-        prefetch(array, e)
-        e += line
+def _lines_of(prefetch_line, name: str):
+    """``name(array, first, last)``: ``prefetch_line`` of each 64-byte line of ``array[first:last]``,
+    one request a line apart from ``first``."""
+    def lines(array, first, last):
+        line = VECTOR_BYTES // array.itemsize
+        e = first
+        while e < last:  # not range(first, last, line): its trip count costs a division per call
+            prefetch_line(array, e)
+            e += line
+    lines.__name__ = lines.__qualname__ = name
+    lines.__doc__ = f"``{name.removesuffix('_range')}`` of the lines of ``array[first:last]``."
+    return njit(inline="always")(lines)
 
 
-@njit(inline="always")
-def prefetch_l2_range(array, first, last):
-    """``prefetch_l2`` of the lines of ``array[first:last]``, one prefetch a line apart from ``first``."""
-    line = VECTOR_BYTES // array.itemsize
-    e = first
-    while e < last:  # not range(first, last, line): its trip count costs a division per call
-        prefetch_l2(array, e)
-        e += line
+prefetch_range = _lines_of(prefetch, "prefetch_range")
+prefetch_l2_range = _lines_of(prefetch_l2, "prefetch_l2_range")
 
 
 @njit(inline="always")
