@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[test,peers,bench]"
+	$(PIP) install --quiet -e ".[test,peers,bench,torch,jax,dask,onnx]"
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
