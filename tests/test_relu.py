@@ -307,6 +307,39 @@ def test_large_dense_arrays_at_every_alignment(backend, dtype):
         assert (out[:shift] == 5).all() and (out[shift + n:] == 5).all()
 
 
+def _with_special_values(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    specials = ([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40 if a.dtype == np.float32 else 1e-7]
+                if a.dtype.kind == "f" else [0, -1, 1, np.iinfo(a.dtype).min, np.iinfo(a.dtype).max])
+    flat = a.reshape(-1)
+    flat[rng.integers(0, flat.size, size=max(1, flat.size // 8))] = rng.choice(np.array(specials, a.dtype),
+                                                                             size=max(1, flat.size // 8))
+    return a
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+@pytest.mark.parametrize("size", [1, 15, 64 + 5, 1000, 3 * 65536 + 7, 300_001])
+def test_dense_calls_every_size_and_order(dtype, size):
+    # Dense inputs take the vector select (whole vectors, then an element tail), on the calling
+    # thread for small calls and on the pool above a few MiB: every size, C, Fortran and
+    # channels_last order, the same bits as SPEC 4.2's select.
+    rng = np.random.default_rng(size)
+    x = _with_special_values((rng.standard_normal(size) * 100).astype(dtype), rng)
+    dy = _with_special_values((rng.standard_normal(size) * 100).astype(dtype), rng)
+    views = [(x, dy)]
+    if size % 4 == 0 or size == 1000:
+        shape = (2, 5, 10, 10)[: 4] if size == 1000 else (size // 4, 4)
+        views.append((np.asfortranarray(x.reshape(shape)), np.asfortranarray(dy.reshape(shape))))
+    if size == 1000:
+        nhwc = (2, 10, 10, 5)
+        views.append((x.reshape(nhwc).transpose(0, 3, 1, 2), dy.reshape(nhwc).transpose(0, 3, 1, 2)))
+    for xv, dyv in views:
+        expected = bits(expected_select(xv, dyv))
+        np.testing.assert_array_equal(bits(relu_grad(xv, dyv, backend="fast")), expected)
+        out = np.empty_like(dyv)
+        relu_grad(xv, dyv, out=out, backend="fast")
+        np.testing.assert_array_equal(bits(out), expected)
+
+
 def test_store_fence_compiles_for_arm(monkeypatch):
     """The streaming path's fence, built as on a non-x86 machine, is portable IR that LLVM can
     compile for aarch64 (the x86 ``sfence`` intrinsic aborts the process there: "Cannot select")."""

@@ -32,36 +32,53 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
 _VECTOR_BYTES = simd.VECTOR_BYTES
 _STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
+# A dense select moving less than this runs on the calling thread, without the pool: it reads
+# and writes cached data at tens of GB/s, so waking a helper (tens of microseconds when it
+# sleeps) costs more than the half of the work it would take over.
+_SINGLE_THREAD_BYTES = 3 << 20
 
 
-@intrinsic
-def _select_vector_nontemporal(typingctx, x, value, out, start, limit):
-    """One vector (``_VECTOR_BYTES``) of ``out[start:] = x > 0 ? value : 0`` on unsigned bits,
-    written with an aligned non-temporal store (``out`` must be aligned to the vector at ``start``)."""
-    sig = types.void(x, value, out, start, limit)
+def _select_vector_intrinsic(nontemporal: bool):
+    """One vector (``_VECTOR_BYTES``) of ``out[start:] = x > 0 ? value : 0`` on unsigned bits, as a
+    branch-free vector select: with random signs a per-element branch mispredicts half the time.
+    The non-temporal variant needs ``out`` aligned to the vector at ``start``; the plain one needs
+    no alignment."""
 
-    def codegen(context, builder, signature, args):
-        x_arr, v_arr, o_arr = (context.make_array(t)(context, builder, a)
-                               for t, a in zip(signature.args[:3], args[:3]))
-        element = context.get_value_type(signature.args[2].dtype)
-        element_bytes = element.width // 8
-        lanes = _VECTOR_BYTES // element_bytes
-        vector = ir.VectorType(element, lanes)
+    @intrinsic
+    def select_vector(typingctx, x, value, out, start, limit):
+        sig = types.void(x, value, out, start, limit)
 
-        def pointer(arr):
-            return builder.bitcast(builder.gep(arr.data, [args[3]]), vector.as_pointer())
+        def codegen(context, builder, signature, args):
+            x_arr, v_arr, o_arr = (context.make_array(t)(context, builder, a)
+                                   for t, a in zip(signature.args[:3], args[:3]))
+            element = context.get_value_type(signature.args[2].dtype)
+            element_bytes = element.width // 8
+            lanes = _VECTOR_BYTES // element_bytes
+            vector = ir.VectorType(element, lanes)
 
-        bits = builder.load(pointer(x_arr), align=element_bytes)
-        values = builder.load(pointer(v_arr), align=element_bytes)
-        limits = simd.broadcast(builder, context.cast(builder, args[4], signature.args[4], signature.args[2].dtype),
-                                lanes)
-        zero = ir.Constant(vector, None)
-        positive = builder.and_(builder.icmp_unsigned("!=", bits, zero), builder.icmp_unsigned("<=", bits, limits))
-        simd.mark_nontemporal(builder, builder.store(builder.select(positive, values, zero), pointer(o_arr),
-                                                     align=_VECTOR_BYTES))
-        return context.get_dummy_value()
+            def pointer(arr):
+                return builder.bitcast(builder.gep(arr.data, [args[3]]), vector.as_pointer())
 
-    return sig, codegen
+            bits = builder.load(pointer(x_arr), align=element_bytes)
+            values = builder.load(pointer(v_arr), align=element_bytes)
+            limits = simd.broadcast(builder, context.cast(builder, args[4], signature.args[4],
+                                                          signature.args[2].dtype), lanes)
+            zero = ir.Constant(vector, None)
+            positive = builder.and_(builder.icmp_unsigned("!=", bits, zero),
+                                    builder.icmp_unsigned("<=", bits, limits))
+            store = builder.store(builder.select(positive, values, zero), pointer(o_arr),
+                                  align=_VECTOR_BYTES if nontemporal else element_bytes)
+            if nontemporal:
+                simd.mark_nontemporal(builder, store)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return select_vector
+
+
+_select_vector = _select_vector_intrinsic(nontemporal=False)
+_select_vector_nontemporal = _select_vector_intrinsic(nontemporal=True)
 
 
 @njit(inline="always")
@@ -69,6 +86,17 @@ def _select_run(x, value, out, start, stop, limit):
     for i in range(start, stop):
         b = x[i]
         out[i] = value[i] if (b != 0) & (b <= limit) else 0
+
+
+@njit(inline="always")
+def _select_vectors(x, value, out, start, stop, limit):
+    """``_select_run`` over whole vectors, then element by element for the rest."""
+    lanes = _VECTOR_BYTES // out.itemsize
+    i = start
+    while i + lanes <= stop:
+        _select_vector(x, value, out, i, limit)
+        i += lanes
+    _select_run(x, value, out, i, stop, limit)
 
 
 @njit(cache=True, nogil=True)
@@ -106,8 +134,13 @@ def _select_dense(counters, epoch, role, chunks, x, value, out, limit):
         if chunk >= chunks:
             end(epoch, role, seen)
             return
-        _select_run(x, value, out, chunk * n // chunks, (chunk + 1) * n // chunks, limit)
+        _select_vectors(x, value, out, chunk * n // chunks, (chunk + 1) * n // chunks, limit)
         finish(counters)
+
+
+@njit(cache=True, nogil=True)
+def _select_alone(x, value, out, limit):
+    _select_vectors(x, value, out, 0, out.size, limit)
 
 
 @njit(cache=True, nogil=True)
@@ -145,6 +178,12 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         return
     bits = _UNSIGNED[out.itemsize]
     limit = bits(_POSITIVE_LIMIT[x.dtype])
+    order = _common_dense_order(x, value, out)
+    if order:
+        # The common case, checked first because small calls are dominated by Python: all three
+        # are one dense run in the same memory order, so their flat views line up.
+        _select_dense_run(*(a.reshape(-1, order=order).view(bits) for a in (x, value, out)), limit)
+        return
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)
     x_buf, x_off, _ = flat_view(x)
     v_buf, v_off, _ = flat_view(value)
@@ -152,16 +191,32 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
     elem = out.itemsize
     shape, (o_st, x_st, v_st) = coalesce(out.shape, out.strides, x.strides, value.strides)
     if len(shape) == 1 and o_st == x_st == v_st == (elem,):
-        # One dense run in the same memory order for all three: the buffers line up element
-        # for element from their lowest addresses.
-        moved = 3 * out.nbytes
-        if out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % elem == 0:
-            vectors = out.nbytes // _VECTOR_BYTES
-            share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x_buf, v_buf, o_buf, limit)
-        else:
-            share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x_buf, v_buf, o_buf, limit)
+        # Dense in the same memory order after all (channels_last, say): the buffers line up
+        # element for element from their lowest addresses.
+        _select_dense_run(x_buf, v_buf, o_buf, limit)
         return
     share(_select_strided, math.prod(shape[:-1]), 3 * out.nbytes, np.array(shape, dtype=np.int64),
           x_buf, x_off, np.array(x_st, dtype=np.int64) // elem,
           v_buf, v_off, np.array(v_st, dtype=np.int64) // elem,
           o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
+
+
+def _common_dense_order(*arrays: np.ndarray) -> str:
+    """``"C"`` or ``"F"`` when every array is contiguous in that order, else ``""``."""
+    if all(a.flags.c_contiguous for a in arrays):
+        return "C"
+    if all(a.flags.f_contiguous for a in arrays):
+        return "F"
+    return ""
+
+
+def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, limit) -> None:
+    """The select over three 1-D unit-stride views of unsigned bits."""
+    moved = 3 * out.nbytes
+    if moved < _SINGLE_THREAD_BYTES:
+        _select_alone(x, value, out, limit)
+    elif out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % out.itemsize == 0:
+        vectors = out.nbytes // _VECTOR_BYTES
+        share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x, value, out, limit)
+    else:
+        share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x, value, out, limit)
