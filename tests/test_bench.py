@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from gradops import GradopsError
 from gradops.bench.measure import compare
 from gradops.bench.orchestrate import best_machine, fastest_rounds
 from gradops.bench.report import best_cell, summarise
@@ -270,3 +271,36 @@ def test_markdown_table_has_both_policies_and_the_bound():
     table = markdown({"workloads": [entry]}).splitlines()
     assert len(table) == 3
     assert table[2] == "| N1 | 400 | 500 PyTorch | 0.80 | 200 | 250 PyTorch | 0.80 | 100 | 2.00 |"
+
+
+def test_isa_tiers_follow_the_cpu_flags():
+    from gradops.bench.isa import host_tier, resolve_tier, tier_env
+
+    zen4, zen3 = {"avx2", "fma", "avx512f", "avx512bw"}, {"avx2", "fma", "f16c"}
+    assert host_tier(zen4) == "avx512" and host_tier(zen3) == "avx2"
+    assert resolve_tier("native", zen3) == "avx2" and resolve_tier("avx2", zen4) == "avx2"
+    with pytest.raises(GradopsError, match="^--isa: this CPU \\(avx2\\) cannot run the avx512 tier"):
+        resolve_tier("avx512", zen3)
+    env = tier_env("avx2")
+    # numba must not take the host's features (AVX-512) when only the CPU name is given.
+    assert env["NUMBA_CPU_NAME"] == "znver3" and env["NUMBA_CPU_FEATURES"] == ""
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert tier_env("avx512") == {}
+
+
+def test_avx2_tier_worker_generates_avx2_code(tmp_path):
+    """A gradops worker of the avx2 tier compiles for a Zen 3: its kernels use no 512-bit register."""
+    import subprocess
+    import sys
+
+    from gradops.bench.orchestrate import worker_env
+
+    probe = ("import numpy as np, gradops\n"
+             "from gradops._fast import relu\n"
+             "gradops.relu_grad(np.ones(64, np.float32), np.ones(64, np.float32), backend='fast')\n"
+             "kernel = relu._select_alone\n"
+             "asm = kernel.inspect_asm(kernel.signatures[0])\n"
+             "print('zmm' in asm, 'ymm' in asm)\n")
+    env = worker_env("gradops", "avx2") | {"NUMBA_CACHE_DIR": str(tmp_path)}
+    printed = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert printed.stdout.split() == ["False", "True"], printed

@@ -32,11 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--png", metavar="FILE", help="bar chart of gradops / fastest peer (needs matplotlib)")
     parser.add_argument("--markdown", metavar="FILE", help="the timing tables as one Markdown table")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="per worker process")
+    parser.add_argument("--isa", choices=("native", "avx2", "avx512"), default="native",
+                        help="CPU tier of every contender: native (default), or avx2 on an AVX-512 host "
+                        "(numba codegen for znver3, PyTorch/oneDNN/XLA capped at AVX2)")
 
 
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from .isa import resolve_tier
     from .orchestrate import Options, run_suite
     from .report import chart, markdown, notes, tables
     from .runners import PEERS
@@ -49,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
         raise GradopsError("--rounds", f"expected at least 1, got {rounds}")
     options = Options(workloads=args.only or WORKLOAD_IDS,
                       peers=list(PEERS) if args.peers is None else list(dict.fromkeys(args.peers)),
-                      reps=args.reps, rounds=rounds, quick=args.quick, timeout_s=args.timeout)
+                      reps=args.reps, rounds=rounds, quick=args.quick, timeout_s=args.timeout,
+                      tier=resolve_tier(args.isa))
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     status = Console(stderr=True, highlight=False)
     report = run_suite(options, progress=lambda message: status.print(f"[dim]bench: {message}[/dim]"))

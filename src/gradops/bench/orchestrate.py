@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .isa import host_tier, tier_env
 from .report import summarise
 from .runners import GRADOPS, PEERS, RUNNERS, THREADS
 from .suite import suite
@@ -38,11 +39,13 @@ class Options:
     rounds: int = 1
     quick: bool = False
     timeout_s: float = 1800.0
+    tier: str = "native"  # a resolved tier (isa.resolve_tier): the host's, or avx2 on an AVX-512 host
 
 
-def worker_env(peer: str) -> dict[str, str]:
+def worker_env(peer: str, tier: str = "native") -> dict[str, str]:
     env = dict(os.environ)
     env.update({name: str(THREADS) for name in THREAD_ENV_VARS})
+    env.update(tier_env(tier))
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if peer in RUNNERS:
         env.update(RUNNERS[peer].env)
@@ -60,7 +63,7 @@ def run_worker(peer: str, options: Options, *, workload: str | None = None,
     if options.quick:
         command.append("--quick")
     try:
-        process = subprocess.run(command, capture_output=True, text=True, env=worker_env(peer),
+        process = subprocess.run(command, capture_output=True, text=True, env=worker_env(peer, options.tier),
                                  timeout=options.timeout_s)
     except subprocess.TimeoutExpired:
         return {"status": "error", "reason": f"worker timed out after {options.timeout_s:.0f} s"}
@@ -82,6 +85,8 @@ def run_suite(options: Options, progress: Callable[[str], None] = lambda message
         "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "platform": {"python": platform.python_version(), "machine": platform.machine(),
                      "processor": _cpu_name(), "cpus": os.cpu_count(),
+                     # The vector tier every contender ran (--isa) and the host's widest one.
+                     "tier": options.tier, "host_tier": host_tier(),
                      # Other processes on the machine: 1-, 5- and 15-minute load averages.
                      "load_average_start": list(os.getloadavg())},
         "machine": first_machine,  # replaced by the best of both measurements at the end

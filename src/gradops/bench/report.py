@@ -157,7 +157,10 @@ def markdown(report: dict[str, Any]) -> str:
 def notes(report: dict[str, Any]) -> list[str]:
     """Plain-text lines: the machine figures, every n/a or skipped cell with its reason, every
     wrong answer with its error."""
-    lines = []
+    platform_info = report["platform"]
+    tier = platform_info.get("tier", "native")
+    lines = [f"CPU: {platform_info['processor']}, {tier} tier"
+             + (f" (host: {platform_info['host_tier']})" if platform_info.get("host_tier", tier) != tier else "")]
     machine = report["machine"]
     if machine.get("status") == "ok":
         bandwidth, matmul = machine["bandwidth"], machine["matmul"]

@@ -23,7 +23,9 @@ def setup() -> dict[str, Any]:
     from gradops._backend import resolve_backend
 
     return {"version": gradops.__version__, "backend": resolve_backend(None),
-            "threads": os.environ.get("NUMBA_NUM_THREADS")}
+            "threads": os.environ.get("NUMBA_NUM_THREADS"),
+            # The code generation target (bench --isa): unset means the host CPU.
+            "numba_cpu": os.environ.get("NUMBA_CPU_NAME") or "host"}
 
 
 def variants(workload: Workload, inputs: dict[str, np.ndarray]) -> list[Variant]:
