@@ -16,7 +16,8 @@ from gradops.bench.measure import compare
 from gradops.bench.orchestrate import best_machine, fastest_rounds
 from gradops.bench.report import best_cell, summarise
 from gradops.bench.runners import Runner
-from gradops.bench.suite import NotAvailable, gradops_function, suite
+from gradops.bench.suite import suite
+from gradops.bench.workloads import NotAvailable, gradops_function
 
 S1_IDS = ["R1", "R2", "N1", "N2", "N3", "L1", "L2", "L3", "D1", "D2", "D3", "D4", "D5", "D6", "D7", "P1", "P2"]
 
@@ -304,3 +305,40 @@ def test_avx2_tier_worker_generates_avx2_code(tmp_path):
     env = worker_env("gradops", "avx2") | {"NUMBA_CACHE_DIR": str(tmp_path)}
     printed = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert printed.stdout.split() == ["False", "True"], printed
+
+
+def test_suite_s2_layers_and_symmetric_padding():
+    from gradops.bench.workloads import DepthwiseFilterWorkload, DepthwiseForwardWorkload, DepthwiseWorkload
+
+    s2 = suite(name="S2")
+    assert set(suite()).isdisjoint(s2)
+    b1, b4, b6 = s2["B1"], s2["B4"], s2["B6"]
+    # PyTorch's padding k // 2: a stride-2 3x3 layer halves 112, 5x5 and 7x7 layers keep the size.
+    assert b1.pads() == ((1, 1), (1, 1)) and b1.dy_nhwc() == (32, 56, 56, 96)
+    assert b4.pads() == ((2, 2), (2, 2)) and b4.dy_nhwc() == (32, 28, 28, 240)
+    assert b6.pads() == ((3, 3), (3, 3)) and b6.dy_nhwc() == (32, 56, 56, 96)
+    assert b1.tf_attributes()["explicit_paddings"] == [0, 0, 1, 1, 1, 1, 0, 0]
+    nchw = DepthwiseWorkload("x", "x", "float32", input_nhwc=(1, 8, 8, 4), kernel=5, padding="EXPLICIT",
+                             data_format="NCHW")
+    assert nchw.explicit_paddings() == [0, 0, 0, 0, 2, 2, 2, 2] and nchw.result_shape() == (1, 4, 8, 8)
+    assert isinstance(s2["F1"], DepthwiseForwardWorkload) and s2["F1"].result_shape() == (32, 56, 56, 144)
+    assert isinstance(s2["W3"], DepthwiseFilterWorkload) and s2["W3"].result_shape() == (5, 5, 1152, 1)
+    assert [s2[i].dtype for i in ("B8", "U6")] == ["float16", "float16"]
+    assert s2["A1"].bytes_moved() == 3 * 16 << 10 and s2["A4"].bytes_moved() == 3 * 256 << 20
+
+
+def test_depthwise_forward_and_filter_grad_peers_agree(tmp_path):
+    """PyTorch's grouped convolution and its weight gradient, mapped from TF's filter layout, match
+    gradops' reference on quick S2 layers (each worker a real process)."""
+    pytest.importorskip("torch")
+    from gradops.cli import main
+
+    report_path = tmp_path / "bench.json"
+    assert main(["bench", "--quick", "--only", "F2", "W4", "--peers", "torch", "--reps", "1",
+                 "--json", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["suite"] == "S2"
+    for workload in report["workloads"]:
+        for name in ("gradops", "torch"):
+            variants = workload["results"][name]["variants"]
+            assert variants and all(v["status"] == "ok" and v["check"]["passed"] for v in variants), variants

@@ -1,4 +1,4 @@
-"""``gradops bench``: suite S1 against PyTorch, TensorFlow and JAX (benchmarks/README.md).
+"""``gradops bench``: suites S1 and S2 against PyTorch, TensorFlow and JAX (benchmarks/README.md).
 
 Imports nothing heavy: workers do the work in their own processes.
 """
@@ -14,10 +14,12 @@ from ..errors import GradopsError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .runners import PEERS
-    from .suite import WORKLOAD_IDS
+    from .suite import SUITES, WORKLOAD_IDS
 
+    parser.add_argument("--suite", choices=tuple(SUITES), default="S1",
+                        help="S1 (shared/bench/SUITE.md, default) or S2 (layers of real networks)")
     parser.add_argument("--only", nargs="+", metavar="ID", choices=WORKLOAD_IDS,
-                        help=f"only these workloads ({' '.join(WORKLOAD_IDS)})")
+                        help=f"only these workloads, of any suite ({' '.join(WORKLOAD_IDS)})")
     parser.add_argument("--peers", nargs="*", metavar="PEER", choices=tuple(PEERS), default=None,
                         help=f"peers to run (default: all installed of {' '.join(PEERS)}); "
                         "--peers with no names: gradops only")
@@ -44,14 +46,14 @@ def main(args: argparse.Namespace) -> int:
     from .orchestrate import Options, run_suite
     from .report import chart, markdown, notes, tables
     from .runners import PEERS
-    from .suite import WORKLOAD_IDS
+    from .suite import suite
 
     if args.reps < 1:
         raise GradopsError("--reps", f"expected at least 1, got {args.reps}")
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
     if rounds < 1:
         raise GradopsError("--rounds", f"expected at least 1, got {rounds}")
-    options = Options(workloads=args.only or WORKLOAD_IDS,
+    options = Options(workloads=args.only or tuple(suite(quick=True, name=args.suite)),
                       peers=list(PEERS) if args.peers is None else list(dict.fromkeys(args.peers)),
                       reps=args.reps, rounds=rounds, quick=args.quick, timeout_s=args.timeout,
                       tier=resolve_tier(args.isa))

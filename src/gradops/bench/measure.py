@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .suite import NotAvailable, Variant
+from .workloads import NotAvailable, Variant
 
 WARMUP_CALLS = 2
 # Short calls are repeated until these many seconds have passed (a CPU reaches its steady clock,

@@ -1,4 +1,4 @@
-"""Run suite S1: one worker process per (contender, workload, round), collected into one report dict.
+"""Run a benchmark suite: one worker process per (contender, workload, round), collected into one report dict.
 
 Per workload: a ``reference`` worker saves gradops' reference-backend result to a temporary
 ``.npy`` (computed once), then gradops and each selected peer run in turn, each in a fresh
@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from .isa import host_tier, tier_env
 from .report import summarise
 from .runners import GRADOPS, PEERS, RUNNERS, THREADS
-from .suite import suite
+from .suite import SUITES, all_workloads
 
 # Thread pools of BLAS, OpenMP and numba (the env vars are read when each library loads).
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
@@ -77,11 +77,12 @@ def run_worker(peer: str, options: Options, *, workload: str | None = None,
 
 
 def run_suite(options: Options, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    workloads = suite(options.quick)
+    workloads = all_workloads(options.quick)
     progress("measuring memory bandwidth and matmul rate")
     first_machine = run_worker("machine", options)
     report: dict[str, Any] = {
-        "suite": "S1", "quick": options.quick, "reps": options.reps, "rounds": options.rounds, "threads": THREADS,
+        "suite": "+".join(name for name, make in SUITES.items()
+                          if {w.id for w in make(True)} & set(options.workloads)), "quick": options.quick, "reps": options.reps, "rounds": options.rounds, "threads": THREADS,
         "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "platform": {"python": platform.python_version(), "machine": platform.machine(),
                      "processor": _cpu_name(), "cpus": os.cpu_count(),

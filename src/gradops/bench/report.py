@@ -102,7 +102,8 @@ def tables(report: dict[str, Any]) -> list:
     for output, title in OUTPUTS.items():
         rounds = report.get("rounds", 1)
         best_of = f", fastest of {rounds} rounds" if rounds > 1 else ""
-        table = Table(title=f"Suite S1, {title}: median ms of {report['reps']} calls{best_of}, 2 threads",
+        table = Table(title=f"Suite {report['suite']}, {title}: median ms of {report['reps']} calls{best_of}, "
+                      "2 threads",
                       show_lines=True)
         table.add_column("id", no_wrap=True)
         table.add_column("gradops\nmedian", justify="right")
@@ -232,7 +233,7 @@ def chart(report: dict[str, Any], path: str) -> None:
     ax.set_xticks(range(len(ids)), ids)
     ax.set_ylabel("gradops time / fastest peer time (lower is better)")
     quick = " (quick shapes)" if report["quick"] else ""
-    ax.set_title(f"Suite S1{quick}, median of {report['reps']} calls, 2 threads")
+    ax.set_title(f"Suite {report['suite']}{quick}, median of {report['reps']} calls, 2 threads")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

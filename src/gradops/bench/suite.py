@@ -1,333 +1,12 @@
-"""Suite S1 (benchmarks SUITE.md): every workload defined once, with its shapes, dtype, layout,
-DirectML / TensorFlow parameters, deterministic inputs, and the gradops call.
-
-Shapes are logical. Resample and ReLU workloads keep their arrays in logical NCHW order
-(their *canonical* layout); a depthwise workload keeps them in its ``data_format`` order, as
-TensorFlow's API takes them. Runners build other memory layouts (channels_last, NHWC) from the
-canonical arrays and map their results back to it, so that one reference checks them all.
-"""
+"""Suites S1 (benchmarks SUITE.md) and S2 (layers of real networks): lists of workloads."""
 
 from __future__ import annotations
 
-import math
-import zlib
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, ClassVar, Literal, Sequence
+from typing import Callable
 
-import numpy as np
-
-Output = Literal["fresh", "out"]
-Shape = tuple[int, ...]
-
-# Channel-last <-> channel-first axis permutations of a 4-D array.
-NCHW_TO_NHWC = (0, 2, 3, 1)
-NHWC_TO_NCHW = (0, 3, 1, 2)
-
-
-class NotAvailable(Exception):
-    """A contender cannot run a workload: not implemented, not installed, or rejected by the peer.
-    The message is the reason shown in the tables."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One way a contender runs a workload: a memory layout and an output policy.
-
-    ``prepare()`` converts the inputs (untimed) and returns ``(call, to_canonical)``: ``call()``
-    runs the operator once and returns its result, ``to_canonical(result)`` gives that result as
-    a NumPy array in the workload's canonical layout for the correctness check.
-    """
-
-    layout: str
-    output: Output
-    prepare: Callable[[], tuple[Callable[[], Any], Callable[[Any], np.ndarray]]]
-
-
-def transpose_layout(array: np.ndarray, source: str, target: str) -> np.ndarray:
-    """A view of a 4-D array in ``target`` ("NCHW" or "NHWC") order."""
-    if source == target:
-        return array
-    return array.transpose(NCHW_TO_NHWC if target == "NHWC" else NHWC_TO_NCHW)
-
-
-def layout_shape(shape: Sequence[int], source: str, target: str) -> Shape:
-    """A 4-D shape in ``target`` order."""
-    if source == target:
-        return tuple(shape)
-    return tuple(shape[i] for i in (NCHW_TO_NHWC if target == "NHWC" else NHWC_TO_NCHW))
-
-
-def gradops_function(name: str) -> Callable[..., np.ndarray]:
-    """``gradops.<name>``, or :class:`NotAvailable` while that operator is not written yet."""
-    import gradops
-
-    function = getattr(gradops, name, None)
-    if function is None:
-        raise NotAvailable("not implemented")
-    return function
-
-
-@dataclass(frozen=True)
-class Workload:
-    id: str
-    title: str
-    dtype: str
-
-    operator: ClassVar[str]
-
-    @property
-    def layout(self) -> str:
-        """Axis order of the canonical arrays (inputs, reference, checked results)."""
-        return "NCHW"
-
-    @property
-    def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
-
-    @property
-    def tolerance(self) -> float:
-        """Largest accepted ``max|result - reference| / max|reference|``. float16: ~1e-2, since
-        some peers accumulate in half (SPEC 3.7, 5.6)."""
-        return 1e-2 if self.dtype == "float16" else 2e-5
-
-    def rng(self) -> np.random.Generator:
-        # Seeded by the id, so every worker process regenerates the same inputs.
-        return np.random.default_rng(zlib.crc32(self.id.encode()))
-
-    def random(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
-        return rng.standard_normal(shape, dtype=np.float32).astype(self.dtype, copy=False)
-
-    def inputs(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def result_shape(self) -> Shape:
-        raise NotImplementedError
-
-    def bytes_moved(self) -> int:
-        """Bytes that must move: every input read once, the output written once."""
-        raise NotImplementedError
-
-    def flops(self) -> int:
-        raise NotImplementedError
-
-    def gradops_call(self, inputs: dict[str, np.ndarray], *, out: np.ndarray | None = None,
-                     backend: str | None = None) -> Callable[[], np.ndarray]:
-        """The gradops call with every argument built, as the peers' calls are (the timed call).
-        ``inputs`` may be views in another memory layout (same logical shape)."""
-        raise NotImplementedError
-
-    def run_gradops(self, inputs: dict[str, np.ndarray], *, out: np.ndarray | None = None,
-                    backend: str | None = None) -> np.ndarray:
-        return self.gradops_call(inputs, out=out, backend=backend)()
-
-    def framework_reference(self, dy: np.ndarray) -> np.ndarray | None:
-        """The peers' own result where their documented convention differs from the DirectML model
-        (checked only when a peer fails the main check); ``None`` where they agree."""
-        return None
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "operator": self.operator, "dtype": self.dtype,
-                "layout": self.layout}
-
-
-@dataclass(frozen=True)
-class ReluGradWorkload(Workload):
-    shape: Shape = ()
-
-    operator: ClassVar[str] = "relu_grad"
-
-    @property
-    def tolerance(self) -> float:
-        return 0.0  # a select: every contender must be bit-exact on finite data (SPEC 4.4)
-
-    def inputs(self) -> dict[str, np.ndarray]:
-        rng = self.rng()
-        return {"x": self.random(rng, self.shape), "dy": self.random(rng, self.shape)}
-
-    def result_shape(self) -> Shape:
-        return self.shape
-
-    def bytes_moved(self) -> int:
-        return 3 * math.prod(self.shape) * self.itemsize
-
-    def flops(self) -> int:
-        return 0
-
-    def gradops_call(self, inputs, *, out=None, backend=None):
-        return partial(gradops_function(self.operator), inputs["x"], inputs["dy"], out=out, backend=backend)
-
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"shape": list(self.shape)}
-
-
-@dataclass(frozen=True)
-class ResampleGradWorkload(Workload):
-    """Gradient of a 2-D resample of the H and W axes of an NCHW tensor: ``dy`` has the forward
-    output's shape, the result (dX) the forward input's."""
-
-    mode: Literal["nearest", "linear"] = "nearest"
-    grid: Literal["half_pixel", "asymmetric"] = "half_pixel"
-    forward_input: Shape = ()
-    forward_output: Shape = ()
-
-    operator: ClassVar[str] = "resample_grad1"
-
-    def scales(self) -> tuple[float, ...]:
-        """DirectML Scales, ``fl32(out / in)`` per axis (SPEC 6.1 / 6.2)."""
-        return tuple(float(np.float32(o / i)) for i, o in zip(self.forward_input, self.forward_output))
-
-    def forward_offsets(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """(InputPixelOffsets, OutputPixelOffsets) of the forward RESAMPLE2 (SPEC 6.1 / 6.2):
-        nearest half-pixel (TF half_pixel_centers, PyTorch nearest-exact) is DECREASING with
-        (0, -0.5); nearest asymmetric (TF legacy, PyTorch nearest) DECREASING (0, 0); linear
-        half-pixel (align_corners=False) (0.5, -0.5). N and C keep scale 1 with (0.5, -0.5),
-        whose offsets sum to 0, so they are the identity under every rule (SPEC 3.3 pitfall)."""
-        spatial = {("nearest", "half_pixel"): (0.0, -0.5), ("nearest", "asymmetric"): (0.0, 0.0),
-                   ("linear", "half_pixel"): (0.5, -0.5)}[self.mode, self.grid]
-        ipo = (0.5, 0.5, spatial[0], spatial[0])
-        opo = (-0.5, -0.5, spatial[1], spatial[1])
-        return ipo, opo
-
-    def grad_kwargs(self) -> dict[str, Any]:
-        """``resample_grad1`` keywords. The GRAD op's offsets are the forward ones swapped
-        (SPEC 3.6 [DECISION]): InputPixelOffsets = forward opo, OutputPixelOffsets = forward ipo."""
-        ipo, opo = self.forward_offsets()
-        kwargs: dict[str, Any] = {"mode": self.mode, "scales": self.scales(),
-                                  "input_pixel_offsets": opo, "output_pixel_offsets": ipo}
-        if self.mode == "nearest":
-            kwargs["rounding_direction"] = "decreasing"
-        return kwargs
-
-    def framework_indices(self) -> list[np.ndarray]:
-        """PyTorch's and TF's nearest source index along H and W, in their float32 arithmetic:
-        ``min(floor((o + 0.5) * fl32(in/out)), in-1)`` (half-pixel) or ``min(floor(o * fl32(in/out)),
-        in-1)`` (asymmetric) (SPEC 6.1 / 6.2). It multiplies by in/out where DirectML divides by
-        out/in, so at exact ties with an inexact ratio (P1, P2) the two pick neighbouring rows
-        (SPEC 3.7)."""
-        shift = np.float32(0.5 if self.grid == "half_pixel" else 0.0)
-        indices = []
-        for n_in, n_out in zip(self.forward_input[2:], self.forward_output[2:]):
-            source = np.floor((np.arange(n_out, dtype=np.float32) + shift) * np.float32(n_in / n_out))
-            indices.append(np.minimum(source, n_in - 1).astype(np.intp))
-        return indices
-
-    def framework_reference(self, dy: np.ndarray) -> np.ndarray | None:
-        """dX of the frameworks' own nearest gradient (float64), computed independently of gradops
-        as ``A_h^T dY A_w`` with one-hot index matrices; ``None`` for linear workloads."""
-        if self.mode != "nearest":
-            return None
-        rows, cols = ((np.arange(n)[None, :] == index[:, None]).astype(np.float64)
-                      for n, index in zip(self.forward_input[2:], self.framework_indices()))
-        return rows.T @ (dy.astype(np.float64) @ cols)
-
-    def inputs(self) -> dict[str, np.ndarray]:
-        return {"dy": self.random(self.rng(), self.forward_output)}
-
-    def result_shape(self) -> Shape:
-        return self.forward_input
-
-    def bytes_moved(self) -> int:
-        return (math.prod(self.forward_input) + math.prod(self.forward_output)) * self.itemsize
-
-    def flops(self) -> int:
-        # Nearest: one add per dY element. Linear: a multiply-add per tap, 2 taps per resampled axis.
-        dy_size = math.prod(self.forward_output)
-        if self.mode == "nearest":
-            return dy_size
-        resampled_axes = sum(i != o for i, o in zip(self.forward_input, self.forward_output))
-        return 2 * 2 ** resampled_axes * dy_size
-
-    def gradops_call(self, inputs, *, out=None, backend=None):
-        return partial(gradops_function(self.operator), inputs["dy"], self.forward_input, **self.grad_kwargs(),
-                       out=out, backend=backend)
-
-    def describe(self) -> dict[str, Any]:
-        ipo, opo = self.forward_offsets()
-        return super().describe() | {"mode": self.mode, "grid": self.grid,
-                                     "forward_input": list(self.forward_input),
-                                     "forward_output": list(self.forward_output),
-                                     "forward_params": {"scales": list(self.scales()),
-                                                        "input_pixel_offsets": list(ipo),
-                                                        "output_pixel_offsets": list(opo)},
-                                     "gradops_kwargs": {k: list(v) if isinstance(v, tuple) else v
-                                                        for k, v in self.grad_kwargs().items()}}
-
-
-@dataclass(frozen=True)
-class DepthwiseWorkload(Workload):
-    """TF ``DepthwiseConv2dNativeBackpropInput`` with SAME padding (SPEC 5)."""
-
-    input_nhwc: Shape = ()
-    kernel: int = 3
-    multiplier: int = 1
-    stride: int = 1
-    dilation: int = 1
-    data_format: Literal["NHWC", "NCHW"] = "NHWC"
-
-    operator: ClassVar[str] = "depthwise_conv2d_native_backprop_input"
-
-    @property
-    def layout(self) -> str:
-        return self.data_format
-
-    @property
-    def channels(self) -> int:
-        return self.input_nhwc[3]
-
-    def output_hw(self) -> tuple[int, int]:
-        # SAME: out = ceil(in / stride) (SPEC 5.3).
-        return tuple(-(-n // self.stride) for n in self.input_nhwc[1:3])  # type: ignore[return-value]
-
-    def pads(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """(before, after) padding of H and W; an odd total puts the extra element after (SPEC 5.3)."""
-        effective = (self.kernel - 1) * self.dilation + 1
-        pads = []
-        for n, out in zip(self.input_nhwc[1:3], self.output_hw()):
-            need = max(0, (out - 1) * self.stride + effective - n)
-            pads.append((need // 2, need - need // 2))
-        return pads[0], pads[1]
-
-    def dy_nhwc(self) -> Shape:
-        n, _, _, c = self.input_nhwc
-        return (n, *self.output_hw(), c * self.multiplier)
-
-    def filter_shape(self) -> Shape:
-        return (self.kernel, self.kernel, self.channels, self.multiplier)
-
-    def in_format(self, nhwc: Sequence[int]) -> list[int]:
-        """A 4-value NHWC attribute or shape in ``data_format`` order."""
-        return [nhwc[i] for i in (NHWC_TO_NCHW if self.data_format == "NCHW" else range(4))]
-
-    def inputs(self) -> dict[str, np.ndarray]:
-        rng = self.rng()
-        dy = self.random(rng, self.dy_nhwc())
-        return {"filter": self.random(rng, self.filter_shape()),
-                "dy": np.ascontiguousarray(transpose_layout(dy, "NHWC", self.data_format))}
-
-    def result_shape(self) -> Shape:
-        return tuple(self.in_format(self.input_nhwc))
-
-    def bytes_moved(self) -> int:
-        return (math.prod(self.input_nhwc) + math.prod(self.dy_nhwc())
-                + math.prod(self.filter_shape())) * self.itemsize
-
-    def flops(self) -> int:
-        return 2 * math.prod(self.dy_nhwc()) * self.kernel ** 2
-
-    def gradops_call(self, inputs, *, out=None, backend=None):
-        spatial = [1, self.stride, self.stride, 1]
-        dilations = [1, self.dilation, self.dilation, 1]
-        return partial(gradops_function(self.operator), self.in_format(self.input_nhwc), inputs["filter"],
-                       inputs["dy"], self.in_format(spatial), "SAME", data_format=self.data_format,
-                       dilations=self.in_format(dilations), out=out, backend=backend)
-
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"input_sizes": self.in_format(self.input_nhwc),
-                                     "filter": list(self.filter_shape()), "out_backprop": list(
-                                         self.in_format(self.dy_nhwc())), "stride": self.stride,
-                                     "dilation": self.dilation, "padding": "SAME",
-                                     "data_format": self.data_format}
+from .workloads import (DepthwiseFilterWorkload, DepthwiseForwardWorkload, DepthwiseWorkload, ReluGradWorkload,
+                        ResampleGradWorkload, Shape, Workload)
 
 
 def _s1(quick: bool) -> list[Workload]:
@@ -376,9 +55,77 @@ def _s1(quick: bool) -> list[Workload]:
     ]
 
 
-def suite(quick: bool = False) -> dict[str, Workload]:
-    """Suite S1 by workload id, in SUITE.md order."""
-    return {w.id: w for w in _s1(quick)}
+def _s2(quick: bool) -> list[Workload]:
+    """Suite S2: layers of real networks at their real shapes (batch 32 unless noted): the
+    depthwise layers of MobileNetV2, EfficientNet-B0 and ConvNeXt-T in all three ops of a training
+    step, padded symmetrically as their PyTorch models are; the resampling of FPN, U-Net and
+    segmentation heads; ReLU gradients from 16 KiB to 256 MiB. ``quick`` shrinks N and C."""
+    def nhwc(n, h, w, c):
+        return (min(n, 2), h, w, min(c, 12)) if quick else (n, h, w, c)
+
+    def nchw(n, c, h, w):
+        return (min(n, 2), min(c, 3), h, w) if quick else (n, c, h, w)
+
+    def backprop(id, title, shape, kernel=3, stride=1, dtype="float32", workload=DepthwiseWorkload):
+        return workload(id, title, dtype, input_nhwc=nhwc(*shape), kernel=kernel, stride=stride,
+                        padding="EXPLICIT")
+
+    forward = partial(backprop, workload=DepthwiseForwardWorkload)
+    filter_grad = partial(backprop, workload=DepthwiseFilterWorkload)
+
+    def resample(id, title, mode, grid, forward_input, forward_output, dtype="float32"):
+        return ResampleGradWorkload(id, title, dtype, mode=mode, grid=grid, forward_input=nchw(*forward_input),
+                                    forward_output=nchw(*forward_output))
+
+    mbv2_s2, mbv2_56, mbv2_14 = (32, 112, 112, 96), (32, 56, 56, 144), (32, 14, 14, 576)
+    effnet_28, effnet_7, convnext_56 = (32, 28, 28, 240), (32, 7, 7, 1152), (32, 56, 56, 96)
+    batch1 = (1, 112, 112, 32)
+    return [
+        backprop("B1", "MobileNetV2 3x3 stride 2, 112x112x96", mbv2_s2, stride=2),
+        backprop("B2", "MobileNetV2 3x3, 56x56x144", mbv2_56),
+        backprop("B3", "MobileNetV2 3x3, 14x14x576", mbv2_14),
+        backprop("B4", "EfficientNet-B0 5x5, 28x28x240", effnet_28, kernel=5),
+        backprop("B5", "EfficientNet-B0 5x5, 7x7x1152", effnet_7, kernel=5),
+        backprop("B6", "ConvNeXt-T 7x7, 56x56x96", convnext_56, kernel=7),
+        backprop("B7", "MobileNetV2 3x3, batch 1, 112x112x32", batch1),
+        backprop("B8", "B2 in float16", mbv2_56, dtype="float16"),
+        forward("F1", "forward: B2's layer", mbv2_56),
+        forward("F2", "forward: B4's layer (5x5)", effnet_28, kernel=5),
+        forward("F3", "forward: B6's layer (7x7)", convnext_56, kernel=7),
+        forward("F4", "forward: B7's layer (batch 1)", batch1),
+        filter_grad("W1", "filter grad: MobileNetV2 3x3, 112x112x32", (32, 112, 112, 32)),
+        filter_grad("W2", "filter grad: B2's layer", mbv2_56),
+        filter_grad("W3", "filter grad: B5's layer (5x5, 7x7x1152)", effnet_7, kernel=5),
+        filter_grad("W4", "filter grad: B6's layer (7x7)", convnext_56, kernel=7),
+        resample("U1", "FPN nearest 2x (asymmetric), 25x38 -> 50x76, 256 channels", "nearest", "asymmetric",
+                 (8, 256, 25, 38), (8, 256, 50, 76)),
+        resample("U2", "nearest 3x (half-pixel)", "nearest", "half_pixel", (8, 64, 32, 32), (8, 64, 96, 96)),
+        resample("U3", "U-Net bilinear 2x, 96 channels", "linear", "half_pixel", (8, 96, 56, 56),
+                 (8, 96, 112, 112)),
+        resample("U4", "segmentation head bilinear 4x, 21 classes", "linear", "half_pixel", (4, 21, 64, 64),
+                 (4, 21, 256, 256)),
+        resample("U5", "bilinear 1.5x", "linear", "half_pixel", (8, 64, 40, 40), (8, 64, 60, 60)),
+        resample("U6", "U3 in float16", "linear", "half_pixel", (8, 96, 56, 56), (8, 96, 112, 112),
+                 dtype="float16"),
+        resample("U7", "nearest 4x (asymmetric)", "nearest", "asymmetric", (8, 32, 28, 28), (8, 32, 112, 112)),
+        ReluGradWorkload("A1", "ReLU grad, 16 KiB", "float32", shape=nchw(1, 16, 16, 16)),
+        ReluGradWorkload("A2", "ReLU grad, 512 KiB", "float32", shape=nchw(8, 64, 16, 16)),
+        ReluGradWorkload("A3", "ReLU grad, 4 MiB", "float32", shape=nchw(8, 32, 64, 64)),
+        ReluGradWorkload("A4", "ReLU grad, 256 MiB", "float32", shape=nchw(64, 64, 128, 128)),
+    ]
 
 
-WORKLOAD_IDS: tuple[str, ...] = tuple(suite(quick=True))
+SUITES: dict[str, Callable[[bool], list[Workload]]] = {"S1": _s1, "S2": _s2}
+
+
+def suite(quick: bool = False, name: str = "S1") -> dict[str, Workload]:
+    """One suite's workloads by id, in their listed order (S1: SUITE.md's)."""
+    return {w.id: w for w in SUITES[name](quick)}
+
+
+def all_workloads(quick: bool = False) -> dict[str, Workload]:
+    """Every suite's workloads by id (ids are unique across suites)."""
+    return {w.id: w for make in SUITES.values() for w in make(quick)}
+
+
+WORKLOAD_IDS: tuple[str, ...] = tuple(all_workloads(quick=True))

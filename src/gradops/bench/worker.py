@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .runners import RUNNERS, THREADS
-from .suite import NotAvailable, WORKLOAD_IDS, suite
+from .suite import WORKLOAD_IDS, all_workloads
+from .workloads import NotAvailable
 
 TASKS = ("machine", "reference")
 
@@ -46,7 +47,7 @@ def _machine(quick: bool) -> dict[str, Any]:
 def _reference(workload_id: str, quick: bool, ref: Path) -> dict[str, Any]:
     import numpy as np
 
-    workload = suite(quick)[workload_id]
+    workload = all_workloads(quick)[workload_id]
     inputs = workload.inputs()
     start = time.perf_counter()
     try:
@@ -68,7 +69,7 @@ def _run(peer: str, workload_id: str, quick: bool, reps: int, ref: Path | None) 
         info = module.setup()
     except ImportError as exc:
         return {"status": "skipped", "reason": error_reason(exc)}
-    workload = suite(quick)[workload_id]
+    workload = all_workloads(quick)[workload_id]
     reference = np.load(ref, mmap_mode="r") if ref is not None and ref.exists() else None
     inputs = workload.inputs()
     # gradops must match the DirectML model itself; only peers may match their own convention.

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..suite import (NCHW_TO_NHWC, NHWC_TO_NCHW, DepthwiseWorkload, Output, ResampleGradWorkload, Variant,
+from ..workloads import (NCHW_TO_NHWC, NHWC_TO_NCHW, DepthwiseWorkload, Output, ResampleGradWorkload, Variant,
                      Workload)
 
 

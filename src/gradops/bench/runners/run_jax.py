@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..suite import (DepthwiseWorkload, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, layout_shape,
+from ..workloads import (DepthwiseFilterWorkload, DepthwiseForwardWorkload, DepthwiseWorkload, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, layout_shape,
                      transpose_layout)
 
 
@@ -44,9 +44,16 @@ def _prepare(workload: Workload, inputs: dict[str, np.ndarray], layout: str):
     elif isinstance(workload, ResampleGradWorkload):
         forward = _resample_forward(workload, order)
         x = jnp.zeros(layout_shape(workload.forward_input, "NCHW", order), dtype=workload.dtype)
+    elif isinstance(workload, DepthwiseForwardWorkload):
+        conv = jax.jit(_depthwise_forward(workload, order))
+        x, kernel = in_order(inputs["x"]), _hwio_kernel(inputs["filter"])
+        return (lambda: conv(x, kernel).block_until_ready(),
+                lambda result: transpose_layout(np.asarray(result), order, workload.layout))
+    elif isinstance(workload, DepthwiseFilterWorkload):
+        return _depthwise_filter(workload, inputs, order, in_order)
     else:
         assert isinstance(workload, DepthwiseWorkload)
-        forward = _depthwise_forward(workload, inputs["filter"], order)
+        forward = partial(_depthwise_forward(workload, order), kernel=_hwio_kernel(inputs["filter"]))
         x = jnp.zeros(layout_shape(workload.result_shape(), workload.layout, order), dtype=workload.dtype)
     dy = in_order(inputs["dy"])
     # x is an argument, not a constant: the forward is linear in x, so XLA drops its computation.
@@ -72,12 +79,38 @@ def _resample_forward(workload: ResampleGradWorkload, order: str) -> Callable:
     return lambda x: jnp.take(jnp.take(x, rows, axis=h_axis), cols, axis=w_axis)
 
 
-def _depthwise_forward(workload: DepthwiseWorkload, filt: np.ndarray, order: str) -> Callable:
+def _hwio_kernel(filt: np.ndarray):
+    """The TF filter ``[fh, fw, C, M]`` as XLA's grouped ``[fh, fw, 1, C*M]`` (index ``c*M + m``)."""
     import jax.numpy as jnp
-    from jax import lax
 
     k, _, c, m = filt.shape
-    kernel = jnp.asarray(filt.reshape(k, k, 1, c * m))
-    return partial(lax.conv_general_dilated, rhs=kernel, window_strides=(workload.stride,) * 2,
-                   padding=list(workload.pads()), rhs_dilation=(workload.dilation,) * 2,
-                   dimension_numbers=(order, "HWIO", order), feature_group_count=c)
+    return jnp.asarray(filt.reshape(k, k, 1, c * m))
+
+
+def _depthwise_forward(workload: DepthwiseWorkload, order: str) -> Callable:
+    """``conv(x, kernel)`` of the workload's layer, ``kernel`` as :func:`_hwio_kernel` gives it."""
+    from jax import lax
+
+    def conv(x, kernel):
+        return lax.conv_general_dilated(x, kernel, window_strides=(workload.stride,) * 2,
+                                        padding=list(workload.pads()), rhs_dilation=(workload.dilation,) * 2,
+                                        dimension_numbers=(order, "HWIO", order),
+                                        feature_group_count=workload.channels)
+    return conv
+
+
+def _depthwise_filter(workload: DepthwiseFilterWorkload, inputs: dict[str, np.ndarray], order: str, in_order):
+    import jax
+    import jax.numpy as jnp
+
+    k, _, c, m = workload.filter_shape()
+    conv = _depthwise_forward(workload, order)
+    x, dy = in_order(inputs["x"]), in_order(inputs["dy"])
+    kernel = jnp.zeros((k, k, 1, c * m), dtype=workload.dtype)
+    # kernel is an argument: the forward is linear in it, so XLA computes only the filter gradient.
+    backward = jax.jit(lambda x, kernel, dy: jax.vjp(lambda f: conv(x, f), kernel)[1](dy)[0])
+
+    def call() -> jax.Array:
+        return backward(x, kernel, dy).block_until_ready()
+
+    return call, lambda result: np.asarray(result).reshape(k, k, c, m)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..suite import DepthwiseWorkload, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, \
+from ..workloads import DepthwiseFilterWorkload, DepthwiseForwardWorkload, DepthwiseWorkload, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, \
     transpose_layout
 from . import THREADS
 
@@ -69,17 +69,23 @@ def _prepare(workload: Workload, inputs: dict[str, np.ndarray]):
 def _depthwise(workload: DepthwiseWorkload, inputs: dict[str, np.ndarray]):
     import tensorflow as tf
 
-    filt, dy = tf.constant(inputs["filter"]), tf.constant(inputs["dy"])
-
     def to_canonical(result):
         return result.numpy()
 
+    raw, attrs = tf.raw_ops, workload.tf_attributes()
+    if isinstance(workload, DepthwiseForwardWorkload):
+        return partial(raw.DepthwiseConv2dNative, input=tf.constant(inputs["x"]), filter=tf.constant(
+            inputs["filter"]), **attrs), to_canonical
+    if isinstance(workload, DepthwiseFilterWorkload):
+        return partial(raw.DepthwiseConv2dNativeBackpropFilter, input=tf.constant(inputs["x"]), filter_sizes=
+                       tf.constant(workload.filter_shape(), tf.int32), out_backprop=tf.constant(inputs["dy"]),
+                       **attrs), to_canonical
+    filt, dy = tf.constant(inputs["filter"]), tf.constant(inputs["dy"])
     strides = [1, workload.stride, workload.stride, 1]
     if workload.dilation == 1:
-        return partial(tf.raw_ops.DepthwiseConv2dNativeBackpropInput,
+        return partial(raw.DepthwiseConv2dNativeBackpropInput,
                        input_sizes=tf.constant(workload.in_format(workload.input_nhwc), tf.int32), filter=filt,
-                       out_backprop=dy, strides=workload.in_format(strides), padding="SAME",
-                       data_format=workload.data_format), to_canonical
+                       out_backprop=dy, **attrs), to_canonical
     assert workload.data_format == "NHWC", "S1 dilates only NHWC workloads (D5)"
     x = tf.zeros(workload.input_nhwc, dtype=workload.dtype)
 

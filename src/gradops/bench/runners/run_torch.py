@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..suite import DepthwiseWorkload, Output, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, \
+from ..workloads import DepthwiseFilterWorkload, DepthwiseForwardWorkload, DepthwiseWorkload, NotAvailable, Output, ReluGradWorkload, ResampleGradWorkload, Variant, Workload, \
     transpose_layout
 from . import THREADS
 
@@ -66,18 +66,61 @@ def _prepare(workload: Workload, inputs: dict[str, np.ndarray], layout: str, out
         if output == "fresh":
             return partial(op.default, *args), to_canonical
         return partial(op.grad_input, *args, grad_input=buffer(workload.forward_input)), to_canonical
+    if isinstance(workload, DepthwiseForwardWorkload):
+        return _depthwise_forward(workload, inputs, tensor, memory_format), to_canonical
+    if isinstance(workload, DepthwiseFilterWorkload):
+        return _depthwise_filter(workload, inputs, tensor, memory_format)
     assert isinstance(workload, DepthwiseWorkload)
     return _depthwise(workload, inputs, tensor, buffer, memory_format), to_canonical
+
+
+def _grouped_weight(workload: DepthwiseWorkload, filt: np.ndarray) -> np.ndarray:
+    """The TF filter ``[fh, fw, C, M]`` as PyTorch's grouped weight ``[C*M, 1, fh, fw]``."""
+    k, _, c, m = filt.shape
+    return np.ascontiguousarray(filt.transpose(2, 3, 0, 1).reshape(c * m, 1, k, k))
+
+
+def _symmetric_pads(workload: DepthwiseWorkload) -> list[int]:
+    (top, bottom), (left, right) = workload.pads()
+    if top != bottom or left != right:
+        raise NotAvailable("PyTorch pads symmetrically; this layer's padding is not")
+    return [top, left]
+
+
+def _depthwise_forward(workload: DepthwiseForwardWorkload, inputs, tensor, memory_format):
+    import torch
+
+    x = tensor(inputs["x"])
+    weight = torch.from_numpy(_grouped_weight(workload, inputs["filter"])).contiguous(memory_format=memory_format)
+    args = (x, weight, None, [workload.stride] * 2, _symmetric_pads(workload), [workload.dilation] * 2, False,
+            [0, 0], workload.channels)
+    return partial(torch.ops.aten.convolution.default, *args)
+
+
+def _depthwise_filter(workload: DepthwiseFilterWorkload, inputs, tensor, memory_format):
+    import torch
+
+    x, dy = tensor(inputs["x"]), tensor(inputs["dy"])
+    k, _, c, m = workload.filter_shape()
+    weight = torch.empty((c * m, 1, k, k), dtype=x.dtype)  # only its shape is read (output_mask)
+    args = (dy, x, weight, None, [workload.stride] * 2, _symmetric_pads(workload), [workload.dilation] * 2, False,
+            [0, 0], c, [False, True, False])
+
+    def call():
+        return torch.ops.aten.convolution_backward.default(*args)[1]
+
+    def to_canonical(grad: torch.Tensor) -> np.ndarray:
+        return grad.numpy().reshape(c, m, k, k).transpose(2, 3, 0, 1)
+
+    return call, to_canonical
 
 
 def _depthwise(workload: DepthwiseWorkload, inputs: dict[str, np.ndarray], tensor, buffer, memory_format):
     import torch
 
     n, h, w, c = workload.input_nhwc
-    k, m = workload.kernel, workload.multiplier
     dy = tensor(inputs["dy"])
-    grouped = np.ascontiguousarray(inputs["filter"].transpose(2, 3, 0, 1).reshape(c * m, 1, k, k))
-    weight = torch.from_numpy(grouped).contiguous(memory_format=memory_format)
+    weight = torch.from_numpy(_grouped_weight(workload, inputs["filter"])).contiguous(memory_format=memory_format)
     # PyTorch pads symmetrically: pad min(before, after) and enlarge the input by the rest (SAME with
     # an odd total puts the extra element after), then crop dX back (SPEC 6.5).
     (top, bottom), (left, right) = workload.pads()
