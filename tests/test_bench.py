@@ -342,3 +342,19 @@ def test_depthwise_forward_and_filter_grad_peers_agree(tmp_path):
         for name in ("gradops", "torch"):
             variants = workload["results"][name]["variants"]
             assert variants and all(v["status"] == "ok" and v["check"]["passed"] for v in variants), variants
+
+
+def test_size_sweep_doubles_twice_per_step_and_charts(tmp_path):
+    from gradops.bench.report import sweep_chart
+    from gradops.bench.suite import SWEEP_BYTES, SWEEP_FAMILIES
+
+    sweep = suite(name="sweep")
+    assert len(sweep) == len(SWEEP_FAMILIES) * len(SWEEP_BYTES) and SWEEP_BYTES[0] == 16 << 10
+    for family in SWEEP_FAMILIES:
+        sizes = [4 * np.prod(w.result_shape()) for i, w in sweep.items() if i.startswith(family)]
+        assert sizes == list(SWEEP_BYTES), family  # 16 KiB ... 256 MiB of float32 output
+    entries = [w.describe() | {"summary": {o: {"ratio_to_fastest_peer": 0.5 + i / 40} for o in ("fresh", "out")}}
+               for i, w in enumerate(sweep.values())]
+    report = {"workloads": entries, "reps": 7, "platform": {"processor": "test CPU", "tier": "avx2"}}
+    sweep_chart(report, str(tmp_path / "sweep.png"))
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"

@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .suite import SUITES, WORKLOAD_IDS
 
     parser.add_argument("--suite", choices=tuple(SUITES), default="S1",
-                        help="S1 (shared/bench/SUITE.md, default) or S2 (layers of real networks)")
+                        help="S1 (shared/bench/SUITE.md, default), S2 (layers of real networks) or sweep "
+                        "(each op family from 16 KiB to 256 MiB; --png draws ratio against size)")
     parser.add_argument("--only", nargs="+", metavar="ID", choices=WORKLOAD_IDS,
                         help=f"only these workloads, of any suite ({' '.join(WORKLOAD_IDS)})")
     parser.add_argument("--peers", nargs="*", metavar="PEER", choices=tuple(PEERS), default=None,
@@ -44,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .isa import resolve_tier
     from .orchestrate import Options, run_suite
-    from .report import chart, markdown, notes, tables
+    from .report import chart, markdown, notes, sweep_chart, tables
     from .runners import PEERS
     from .suite import suite
 
@@ -73,6 +74,6 @@ def main(args: argparse.Namespace) -> int:
             handle.write(markdown(report))
         console.print(f"wrote {args.markdown}")
     if args.png:
-        chart(report, args.png)
+        (sweep_chart if report["suite"] == "sweep" else chart)(report, args.png)
         console.print(f"wrote {args.png}")
     return 0

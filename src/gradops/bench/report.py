@@ -9,6 +9,7 @@ the check is flagged and never counts as the fastest peer. The lower bound is
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .runners import GRADOPS, PEERS
@@ -238,3 +239,39 @@ def chart(report: dict[str, Any], path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def sweep_chart(report: dict[str, Any], path: str) -> None:
+    """The size sweep: gradops / fastest peer against the output's size, one line per family and
+    output policy, with the 1.0 line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .suite import SWEEP_FAMILIES
+
+    fig, ax = plt.subplots(figsize=(8.0, 4.5))
+    for family, name in SWEEP_FAMILIES.items():
+        entries = [e for e in report["workloads"] if e["id"].startswith(family)]
+        for output, style in (("fresh", "-"), ("out", ":")):
+            points = [(math.prod(_result_shape(e)) * 4, e["summary"][output]["ratio_to_fastest_peer"])
+                      for e in entries]
+            points = [(x, r) for x, r in points if r is not None]
+            if points:
+                ax.plot(*zip(*points), style, marker="o", label=f"{name} ({output})")
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("output bytes")
+    ax.set_ylabel("gradops time / fastest peer time (lower is better)")
+    ax.set_title(f"Size sweep, median of {report['reps']} calls, 2 threads, {report['platform']['processor']} "
+                 f"({report['platform'].get('tier', 'native')})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _result_shape(entry: dict[str, Any]) -> list[int]:
+    return entry.get("shape") or entry.get("forward_input") or entry["input_sizes"]

@@ -115,7 +115,41 @@ def _s2(quick: bool) -> list[Workload]:
     ]
 
 
-SUITES: dict[str, Callable[[bool], list[Workload]]] = {"S1": _s1, "S2": _s2}
+# The size sweep: one workload per family and size, 16 KiB to 256 MiB of output, in powers of 4.
+SWEEP_FAMILIES = {"SR": "ReLU grad", "SN": "nearest grad 2x", "SL": "linear grad 2x",
+                  "SD": "depthwise backprop input 3x3"}
+SWEEP_BYTES = tuple(1 << k for k in range(14, 29, 2))
+
+
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes >> 20}M" if nbytes >= 1 << 20 else f"{nbytes >> 10}K"
+
+
+def _sweep(quick: bool) -> list[Workload]:
+    """Each family's output (dX; the ReLU grad's result) grows from 16 KiB to 256 MiB of float32:
+    the spatial size first (up to 128 x 128), then the batch. ``quick`` keeps the four smallest."""
+    workloads: list[Workload] = []
+    for nbytes in SWEEP_BYTES[:4] if quick else SWEEP_BYTES:
+        k = nbytes.bit_length() - 1 - 2  # log2 of the float32 elements
+        side = 1 << min((k - 4) // 2, 7)
+        nchw = (max(1, (1 << k) // (16 * side * side)), 16, side, side)
+        side = 1 << min((k - 5) // 2, 7)
+        nhwc = (max(1, (1 << k) // (32 * side * side)), side, side, 32)
+        label = _size_label(nbytes)
+        workloads += [
+            ReluGradWorkload(f"SR{label}", f"ReLU grad, {label}B", "float32", shape=nchw),
+            ResampleGradWorkload(f"SN{label}", f"nearest grad 2x, {label}B", "float32", mode="nearest",
+                                 grid="half_pixel", forward_input=nchw,
+                                 forward_output=(*nchw[:2], 2 * nchw[2], 2 * nchw[3])),
+            ResampleGradWorkload(f"SL{label}", f"linear grad 2x, {label}B", "float32", mode="linear",
+                                 grid="half_pixel", forward_input=nchw,
+                                 forward_output=(*nchw[:2], 2 * nchw[2], 2 * nchw[3])),
+            DepthwiseWorkload(f"SD{label}", f"depthwise backprop input 3x3, {label}B", "float32", input_nhwc=nhwc),
+        ]
+    return workloads
+
+
+SUITES: dict[str, Callable[[bool], list[Workload]]] = {"S1": _s1, "S2": _s2, "sweep": _sweep}
 
 
 def suite(quick: bool = False, name: str = "S1") -> dict[str, Workload]:
