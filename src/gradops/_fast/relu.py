@@ -182,7 +182,8 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
     if order:
         # The common case, checked first because small calls are dominated by Python: all three
         # are one dense run in the same memory order, so their flat views line up.
-        _select_dense_run(*(a.reshape(-1, order=order).view(bits) for a in (x, value, out)), limit)
+        _select_dense_run(x.reshape(-1, order=order).view(bits), value.reshape(-1, order=order).view(bits),
+                          out.reshape(-1, order=order).view(bits), limit)
         return
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)
     x_buf, x_off, _ = flat_view(x)
@@ -201,11 +202,11 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
           o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
 
 
-def _common_dense_order(*arrays: np.ndarray) -> str:
-    """``"C"`` or ``"F"`` when every array is contiguous in that order, else ``""``."""
-    if all(a.flags.c_contiguous for a in arrays):
+def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> str:
+    """``"C"`` or ``"F"`` when the three arrays are contiguous in that order, else ``""``."""
+    if x.flags.c_contiguous and value.flags.c_contiguous and out.flags.c_contiguous:
         return "C"
-    if all(a.flags.f_contiguous for a in arrays):
+    if x.flags.f_contiguous and value.flags.f_contiguous and out.flags.f_contiguous:
         return "F"
     return ""
 
