@@ -11,6 +11,7 @@ from numba import njit  # noqa: E402
 
 from gradops._fast import simd  # noqa: E402
 from gradops._fast.half import HARDWARE_HALF  # noqa: E402
+from gradops._fast.target import codegen_target  # noqa: E402
 
 
 @njit
@@ -114,3 +115,32 @@ def test_half_vectors_decode_exactly_and_round_to_nearest_even(stream, start):
         nan = np.isnan(expected)
         np.testing.assert_array_equal(np.isnan(out.view(np.float16)), nan)
         np.testing.assert_array_equal(out[~nan], expected[~nan].view(np.uint16))
+
+
+def _store_first_kernel():
+    """A new function (compiled at its first call, under the target then in force) that stores
+    the first ``count`` lanes of ``values`` at ``out[index:]``."""
+    @njit
+    def store_first_lanes(values, out, index, count):
+        simd.store_first(out, index, simd.load(values, 0), count)
+    return store_first_lanes
+
+
+@pytest.mark.parametrize("avx512", [True, False])
+def test_store_first_writes_exactly_count_elements(monkeypatch, avx512):
+    """The partial-vector store, as a masked store (AVX-512) and lane by lane (other targets),
+    writes the first ``count`` lanes and nothing around them."""
+    from dataclasses import replace
+
+    monkeypatch.setattr(simd, "codegen_target", lambda: replace(codegen_target(), avx512=avx512))
+    kernel = _store_first_kernel()
+    for dtype, lanes in ((np.float32, 16), (np.float64, 8)):
+        values = np.arange(1, lanes + 1, dtype=dtype)
+        for index, count in ((0, 0), (0, 1), (3, lanes - 1), (5, 7)):
+            out = np.full(lanes + 8, -1.0, dtype)
+            kernel(values, out, index, count)
+            expected = np.full(lanes + 8, -1.0, dtype)
+            expected[index:index + count] = values[:count]
+            np.testing.assert_array_equal(out, expected)
+    ir_text = kernel.inspect_llvm(kernel.signatures[0])
+    assert ("llvm.masked.store" in ir_text) == avx512

@@ -15,25 +15,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-def _hardware_half() -> bool:
-    """Whether LLVM converts half <-> float with instructions here (not with library calls,
-    which numba's JIT does not link)."""
-    import platform
+from .target import codegen_target
 
-    import numba
-    from llvmlite import binding
-
-    if numba.config.CPU_NAME:  # a portable target chosen by the user: only its listed features
-        return "+f16c" in (numba.config.CPU_FEATURES or "")
-    if platform.machine().lower() in ("aarch64", "arm64"):
-        return True
-    try:
-        return bool(binding.get_host_cpu_features().get("f16c", False))
-    except RuntimeError:
-        return False
-
-
-HARDWARE_HALF = _hardware_half()
+# Whether LLVM converts half <-> float with instructions for the target (target.py).
+HARDWARE_HALF = codegen_target().half
 
 
 def _conversion(name: str, argument, result, emit, doc: str):

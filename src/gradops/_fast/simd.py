@@ -22,6 +22,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
+from .target import codegen_target
+
 VECTOR_BYTES = 64
 # Outputs at least this large are written with non-temporal stores (``store_stream``): a normal
 # store first reads the destination line (read for ownership), so a kernel reading one array and
@@ -205,8 +207,9 @@ def load_first(typingctx, array, index, count):
 
 @intrinsic
 def store_first(typingctx, array, index, value, count):
-    """``array[index : index + count] = value[:count]`` (``count`` < lanes; a masked store: the
-    elements past ``count`` are neither read nor written)."""
+    """``array[index : index + count] = value[:count]`` (``count`` < lanes): the elements past
+    ``count`` are neither read nor written. One masked store where the target has AVX-512; lane by
+    lane elsewhere, since AVX2's masked store is microcoded on AMD (and NEON has none)."""
     if not (_float_array(array) and isinstance(index, types.Integer) and isinstance(value, FloatVector)
             and value.dtype == array.dtype and isinstance(count, types.Integer)):
         return None
@@ -214,10 +217,17 @@ def store_first(typingctx, array, index, value, count):
     def codegen(context, builder, signature, args):
         vector = context.get_value_type(signature.args[2])
         pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
-        mask = _lane_mask(context, builder, signature.args[3], args[3], value.lanes)
-        function = _masked_intrinsic(builder, "store", value,
-                                     ir.FunctionType(ir.VoidType(), [vector, pointer.type, ir.IntType(32), mask.type]))
-        builder.call(function, [args[2], pointer, ir.Constant(ir.IntType(32), array.dtype.bitwidth // 8), mask])
+        element_bytes = array.dtype.bitwidth // 8
+        if codegen_target().avx512:
+            mask = _lane_mask(context, builder, signature.args[3], args[3], value.lanes)
+            function = _masked_intrinsic(builder, "store", value, ir.FunctionType(
+                ir.VoidType(), [vector, pointer.type, ir.IntType(32), mask.type]))
+            builder.call(function, [args[2], pointer, ir.Constant(ir.IntType(32), element_bytes), mask])
+        else:
+            first = builder.bitcast(pointer, vector.element.as_pointer())
+            with cgutils.for_range(builder, context.cast(builder, args[3], signature.args[3], types.intp)) as lane:
+                builder.store(builder.extract_element(args[2], lane.index), builder.gep(first, [lane.index]),
+                              align=element_bytes)
         return context.get_dummy_value()
     return types.void(array, index, value, count), codegen
 

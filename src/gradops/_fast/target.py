@@ -1,0 +1,82 @@
+"""The CPU the fast kernels are generated for, as LLVM sees it.
+
+numba compiles for the host CPU, or for ``NUMBA_CPU_NAME`` with ``NUMBA_CPU_FEATURES`` when they
+are set (``gradops bench --isa avx2`` sets ``znver3`` with that CPU's own features on an AVX-512
+host). What a kernel may use depends on that target, not on the host: F16C half conversions,
+512-bit registers, cheap masked stores. A CPU name alone does not say which features it has, so
+each question is put to LLVM itself: a few instructions compiled for the target, and the
+assembly read back. The answers are computed once per process, on the first fast call.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from functools import cache
+
+from llvmlite import binding
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+# Probes, each a function whose assembly shows whether the target has an instruction.
+_HALF_PROBE = """
+define void @probe(<8 x float>* %src, <8 x i16>* %dst) {
+  %v = load <8 x float>, <8 x float>* %src
+  %h = fptrunc <8 x float> %v to <8 x half>
+  %b = bitcast <8 x half> %h to <8 x i16>
+  store <8 x i16> %b, <8 x i16>* %dst
+  ret void
+}
+"""
+_WIDE_PROBE = """
+define void @probe(<16 x float>* %a, <16 x float>* %b) {
+  %x = load <16 x float>, <16 x float>* %a
+  %y = load <16 x float>, <16 x float>* %b
+  %s = fadd <16 x float> %x, %y
+  store <16 x float> %s, <16 x float>* %a
+  ret void
+}
+"""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the generated code may rely on.
+
+    ``half``: float16 <-> float32 in hardware (x86 F16C; every 64-bit ARM), not library calls,
+    which numba's JIT does not link. ``avx512``: 512-bit registers, where a masked store is one
+    cheap instruction; on AVX2 a masked store is slow (microcoded on AMD), so partial vectors
+    are stored lane by lane there.
+    """
+
+    cpu: str
+    features: str
+    half: bool
+    avx512: bool
+
+
+def _assembly(ir_text: str, cpu: str, features: str) -> str:
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    module = binding.parse_assembly(ir_text)
+    module.triple = binding.get_process_triple()
+    machine = binding.Target.from_triple(module.triple).create_target_machine(cpu=cpu, features=features, opt=2)
+    return machine.emit_assembly(module)
+
+
+@cache
+def codegen_target() -> Target:
+    import numba  # noqa: F401  (numba.config reads NUMBA_CPU_NAME / NUMBA_CPU_FEATURES)
+    from numba.core import config
+
+    cpu = config.CPU_NAME or binding.get_host_cpu_name()
+    if not _X86:
+        arm64 = platform.machine().lower() in ("aarch64", "arm64")
+        return Target(cpu, config.CPU_FEATURES or "", half=arm64, avx512=False)
+    if config.CPU_NAME is None:  # the host, whose features LLVM lists (no probe: free at start-up)
+        host = binding.get_host_cpu_features()
+        return Target(cpu, host.flatten(), half=bool(host.get("f16c")), avx512=bool(host.get("avx512f")))
+    features = config.CPU_FEATURES or ""
+    half = "vcvtps2ph" in _assembly(_HALF_PROBE, cpu, features)
+    avx512 = "zmm" in _assembly(_WIDE_PROBE, cpu, features)
+    return Target(cpu, features, half=half, avx512=avx512)
