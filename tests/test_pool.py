@@ -96,3 +96,20 @@ def test_concurrent_callers_get_their_own_results():
 
     with ThreadPoolExecutor(len(cases)) as executor:
         assert all(executor.map(work, cases))
+
+
+def test_small_calls_wake_no_helper_but_use_awake_ones(monkeypatch):
+    """Thread budget: below INLINE_BYTES always the calling thread alone; between INLINE_BYTES and
+    a kernel's wake_bytes, helpers only while they are still awake from a previous task."""
+    import time
+
+    monkeypatch.setattr(pool, "thread_count", lambda: 2)
+    mid, wake = 4 * pool.INLINE_BYTES, 16 * pool.INLINE_BYTES
+    monkeypatch.setattr(pool, "_last_helped", -1.0)  # asleep
+    assert pool.thread_budget(100, pool.INLINE_BYTES - 1, wake) == 1
+    assert pool.thread_budget(100, mid, wake) == 1
+    assert pool.thread_budget(100, wake, wake) == 2
+    assert pool.thread_budget(100, mid, pool.INLINE_BYTES) == 2  # the default: no extra threshold
+    monkeypatch.setattr(pool, "_last_helped", time.perf_counter() + 10.0)  # awake
+    assert pool.thread_budget(100, mid, wake) == 2 and pool.thread_budget(1, mid, wake) == 1
+    assert pool.thread_budget(100, pool.INLINE_BYTES - 1, wake) == 1

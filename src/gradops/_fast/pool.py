@@ -43,11 +43,14 @@ from .._output_cache import lent
 # and threads that start late, few enough that claiming costs nothing.
 _CHUNKS_PER_THREAD = 16
 # Calls that move fewer bytes than this run on the calling thread: waking a helper costs more.
-_INLINE_BYTES = 256 << 10
+INLINE_BYTES = 256 << 10
 # How long the calling thread busy-waits for a helper's last chunk before yielding the CPU.
 _CALLER_SPIN_SECONDS = 2e-4
 # How long an idle helper watches for the next task before it sleeps.
 _HELPER_SPIN_SECONDS = 2e-4
+# When the last task with helpers ended (perf_counter): until _HELPER_SPIN_SECONDS after it they
+# are awake, and cheap to hand work to.
+_last_helped = -1.0
 
 
 def _is_counter(counters, index) -> bool:
@@ -171,11 +174,21 @@ def _serve(tasks: queue.SimpleQueue) -> None:
         del kernel, args  # the arrays of a finished call must not outlive it
 
 
-def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:
-    """Run ``kernel(counters, epoch, role, chunks, *args)`` over ``items`` work items on this thread and, if
-    the call moves at least ``_INLINE_BYTES``, on up to ``thread_count() - 1`` helper
-    threads."""
-    threads = 1 if moved_bytes < _INLINE_BYTES else min(thread_count(), items)
+def thread_budget(items: int, moved_bytes: int, wake_bytes: int) -> int:
+    """Threads for a call: 1 below ``INLINE_BYTES``, or below ``wake_bytes`` while the helpers
+    sleep (a kernel whose work per byte is small, such as a select, does not pay for waking them);
+    else up to ``thread_count()``."""
+    awake = time.perf_counter() - _last_helped < _HELPER_SPIN_SECONDS
+    if moved_bytes < (INLINE_BYTES if awake else max(wake_bytes, INLINE_BYTES)):
+        return 1
+    return min(thread_count(), items)
+
+
+def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int = INLINE_BYTES) -> None:
+    """Run ``kernel(counters, epoch, role, chunks, *args)`` over ``items`` work items on this thread and
+    on as many helper threads as :func:`thread_budget` gives."""
+    global _last_helped
+    threads = thread_budget(items, moved_bytes, wake_bytes)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
     if threads > 1:
@@ -192,6 +205,8 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args) -> None:
     while counters[1] < chunks:
         if time.perf_counter() > deadline:
             time.sleep(0)
+    if threads > 1:
+        _last_helped = time.perf_counter()
 
 
 def _start_helpers(count: int, kernel: Callable, args: tuple) -> None:

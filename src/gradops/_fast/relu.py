@@ -16,7 +16,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from . import simd
-from .pool import begin, claim, end, finish, share
+from .pool import INLINE_BYTES, begin, claim, end, finish, share
 from .strided import aligned_input, coalesce, element_aligned, flat_view
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -32,10 +32,11 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
 _VECTOR_BYTES = simd.VECTOR_BYTES
 _STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
-# A dense select moving less than this runs on the calling thread, without the pool: it reads
-# and writes cached data at tens of GB/s, so waking a helper (tens of microseconds when it
-# sleeps) costs more than the half of the work it would take over.
-_SINGLE_THREAD_BYTES = 3 << 20
+# A dense select moving less than this runs on the calling thread while the helpers sleep: it
+# reads and writes cached data at tens of GB/s, so waking a helper (tens of microseconds) costs
+# more than the half of the work it would take over. Helpers still awake from a previous call
+# (a training step) take a share from pool.INLINE_BYTES up.
+_WAKE_HELPERS_BYTES = 3 << 20
 
 
 def _select_vector_intrinsic(nontemporal: bool):
@@ -214,10 +215,11 @@ def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> st
 def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, limit) -> None:
     """The select over three 1-D unit-stride views of unsigned bits."""
     moved = 3 * out.nbytes
-    if moved < _SINGLE_THREAD_BYTES:
-        _select_alone(x, value, out, limit)
+    if moved < INLINE_BYTES:
+        _select_alone(x, value, out, limit)  # without the pool's bookkeeping: small calls are all overhead
     elif out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % out.itemsize == 0:
         vectors = out.nbytes // _VECTOR_BYTES
         share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x, value, out, limit)
     else:
-        share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x, value, out, limit)
+        share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x, value, out, limit,
+              wake_bytes=_WAKE_HELPERS_BYTES)
