@@ -166,15 +166,15 @@ def _torch_conv(op: str, operands: tuple, attrs: dict[str, Any]) -> Any:
 
     if op == "DepthwiseConv2dNative":
         x, f = operands
-        return conv(torch.fromto_numpy(x), torch.fromto_numpy(f), x.shape).numpy()
+        return conv(torch.from_numpy(x), torch.from_numpy(f), x.shape).numpy()
     if op == "DepthwiseConv2dNativeBackpropInput":
         sizes, f, dy = operands
-        leaf = torch.zeros(tuple(sizes), dtype=torch.fromto_numpy(f).dtype, requires_grad=True)
-        conv(leaf, torch.fromto_numpy(f), tuple(sizes)).backward(torch.fromto_numpy(dy))
+        leaf = torch.zeros(tuple(sizes), dtype=torch.from_numpy(f).dtype, requires_grad=True)
+        conv(leaf, torch.from_numpy(f), tuple(sizes)).backward(torch.from_numpy(dy))
         return leaf.grad.numpy()
     x, sizes, dy = operands
-    leaf = torch.zeros(tuple(sizes), dtype=torch.fromto_numpy(x).dtype, requires_grad=True)
-    conv(torch.fromto_numpy(x), leaf, x.shape).backward(torch.fromto_numpy(dy))
+    leaf = torch.zeros(tuple(sizes), dtype=torch.from_numpy(x).dtype, requires_grad=True)
+    conv(torch.from_numpy(x), leaf, x.shape).backward(torch.from_numpy(dy))
     return leaf.grad.numpy()
 
 

@@ -134,11 +134,11 @@ def _torch_resize_cases(mode: str, align_corners: bool | None, spatial: int = 2)
         kwargs = {} if align_corners is None else {"align_corners": align_corners}
 
         def forward(x: np.ndarray, size: tuple[int, ...] = spatial_out) -> Any:
-            return functional.interpolate(torch.fromto_numpy(x), size=size, mode=mode, **kwargs).numpy()
+            return functional.interpolate(torch.from_numpy(x), size=size, mode=mode, **kwargs).numpy()
 
         def gradient(x: np.ndarray, dy: np.ndarray, size: tuple[int, ...] = spatial_out) -> Any:
-            leaf = torch.fromto_numpy(x).requires_grad_(True)
-            functional.interpolate(leaf, size=size, mode=mode, **kwargs).backward(torch.fromto_numpy(dy))
+            leaf = torch.from_numpy(x).requires_grad_(True)
+            functional.interpolate(leaf, size=size, mode=mode, **kwargs).backward(torch.from_numpy(dy))
             return leaf.grad.numpy()
 
         label = "x".join(map(str, spatial_in)) + "->" + "x".join(map(str, spatial_out))
