@@ -3,8 +3,8 @@ onnxruntime's CPU provider (framework ``"onnxruntime"``) and the ``onnx`` packag
 evaluator (framework ``"onnx"``), each running a one-node graph built with ``onnx.helper``.
 
 * ``relu``: ``Relu``. ONNX defines no ReLU gradient (``com.microsoft.ReluGrad`` and
-  ``ai.onnx.preview.training.Gradient`` exist in neither implementation), so ``relu_grad``
-  has no ONNX row: TensorFlow, PyTorch and JAX cover it.
+  ``ai.onnx.preview.training.Gradient`` exist in neither implementation), so ``relu_grad``'s
+  ONNX rows are ``absent``: TensorFlow, PyTorch and JAX cover it.
 * ``resample``: ``Resize`` through :meth:`DmlResampleParams.from_onnx`, one row per
   coordinate_transformation_mode, each with linear and the four nearest modes, output sizes
   given as ``sizes`` and as fractional ``scales``.
