@@ -74,7 +74,7 @@ def _graph(runtime: str, op: str, attrs: tuple, inputs: tuple[tuple[str, str], .
                               opset_imports=[helper.make_opsetid("", _OPSET)])
     if runtime == "onnxruntime":
         ort = framework("onnxruntime")
-        ort.set_default_logger_severity(3)  # no warning that tf_half_pixel_for_nn is deprecated, once per graph
+        ort.set_default_logger_severity(3)  # no warning line that tf_half_pixel_for_nn is deprecated
         options = ort.SessionOptions()
         options.log_severity_level = 4  # a failing run is a result to report, not a log line
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -157,14 +157,13 @@ def _resize_divergence(runtime: str, transform: str, params: Any, in_shape: Sequ
                        ) -> tuple[str | None, tuple[str, ...]]:
     """The documented reason why this resize may differ (None if none), and the case's notes."""
     fractional = by_scales and any(float(np.float64(n) * f) != o for n, f, o in zip(in_shape, factors, out_shape))
-    sizes_differ = by_scales and any(np.floor(np.float64(n) * f) != np.floor(np.float32(n) * np.float32(f))
-                                     for n, f in zip(in_shape, factors))
+    sizes_differ = by_scales and transform != "tf_crop_and_resize" and any(  # crop sizes by the roi too
+        np.floor(np.float64(n) * f) != np.floor(np.float32(n) * np.float32(f)) for n, f in zip(in_shape, factors))
     notes = (_SIZE_FROM_SCALES,) if sizes_differ else ()
     if runtime == "onnxruntime" and transform in ("tf_crop_and_resize", "tf_half_pixel_for_nn") and \
             any(n == o > 1 for n, o in zip(in_shape, out_shape)):
         return _UNSCALED_AXIS, notes
-    if runtime == "onnx" and fractional and transform in ("align_corners", "pytorch_half_pixel",
-                                                          "tf_crop_and_resize", "half_pixel_symmetric"):
+    if runtime == "onnx" and fractional and transform in ("align_corners", "pytorch_half_pixel", "tf_crop_and_resize"):
         return _LENGTH_RESIZED, notes
     if not robust(params, in_shape, out_shape):
         return (INEXACT_TIE if runtime == "onnxruntime" else _TIE_FLOAT64), notes
