@@ -3,7 +3,8 @@
 For every operator and every framework convention that an installed framework can express,
 both sides run on edge cases and seeded random cases, and the outcome is one row of a table
 (:mod:`.verdict`): ``agrees``, ``known`` (every difference is a divergence the SPEC documents,
-named with its section), ``differs`` (unexplained) or ``skipped`` (not installed).
+named with its section), ``differs`` (unexplained), ``skipped`` (not installed) or ``absent``
+(the framework has no such operator: ONNX defines no ReLU gradient).
 
 The peers, each imported lazily and once (:mod:`.peers`): TensorFlow, PyTorch and JAX
 (:mod:`.check_relu`, :mod:`.check_resample`, :mod:`.check_depthwise`), and ONNX's two
@@ -47,7 +48,7 @@ def run_checks(ops: Sequence[str] = (), frameworks: Sequence[str] = (), backend:
             rows.append(row)
             continue
         try:
-            framework(probe.peer or probe.framework)
+            framework(probe.framework)
             for trial in probe.run(np.random.default_rng(seed), backend):
                 judge(row, trial)
             finish(row)

@@ -45,15 +45,13 @@ class Trial:
 @dataclass(frozen=True)
 class Probe:
     """One row to run: ``run(rng, backend)`` gives its trials, or is None where the framework
-    has no such operator (``reason`` says why). ``peer`` is the framework that must be
-    installed when it is not ``framework`` itself."""
+    has no such operator (``reason`` says why)."""
 
     operator: str
     framework: str
     convention: str
     run: TrialRun | None
     reason: str = ""
-    peer: str = ""
 
 
 @dataclass
