@@ -21,7 +21,7 @@ from .errors import GradopsError
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("gradops.bench.cli", "benchmark suite S1 against PyTorch, TensorFlow and JAX"),
     "vectors": ("gradops.conformance.cli_vectors", "export or replay the conformance test-vector corpus"),
-    "check": ("gradops.conformance.cli_check", "compare gradops live with TensorFlow, PyTorch and JAX"),
+    "check": ("gradops.conformance.cli_check", "compare gradops live with TensorFlow, PyTorch, JAX and ONNX"),
 }
 
 

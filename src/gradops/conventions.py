@@ -400,7 +400,8 @@ class DmlResampleParams:
     @classmethod
     def from_onnx(cls, input_shape: Sequence[int], output_shape: Sequence[int], mode: str = "nearest",
                   coordinate_transformation_mode: str = "half_pixel", nearest_mode: str = "round_prefer_floor",
-                  scales: Sequence[float] | None = None, roi: Sequence[float] | None = None) -> DmlResampleParams:
+                  scales: Sequence[float] | None = None, roi: Sequence[float] | None = None,
+                  extrapolation_value: float = 0.0) -> DmlResampleParams:
         """ONNX ``Resize`` (``mode`` ``"nearest"`` or ``"linear"``) as RESAMPLE2 (SPEC 6.4 and the
         ``nearest_mode`` table of SPEC 3.3). Defaults are ONNX's.
 
@@ -425,13 +426,23 @@ class DmlResampleParams:
         ``round_prefer_ceil`` -> DECREASING with ipo - 0.5, ``floor`` -> DECREASING,
         ``ceil`` -> INCREASING.
 
+        half_pixel_symmetric's ipo is computed in float32, one rounding per step, as ONNX
+        Runtime's DML provider and CPU kernel compute it (``fl32(S * in)`` is ``out`` exactly when
+        ``S = fl32(out/in)``, so the offset is then 0.5). ``length_resized`` is the output size
+        ``out`` (ONNX Runtime's CPU and DML kernels) [DECISION], not ONNX's reference ``in * scale``,
+        which is fractional when ``scales`` are given (align_corners 4 -> 2 at scale 0.6 samples
+        x = 3 here and in ONNX Runtime, x = 3 / 1.4 in the reference, SPEC 6.4).
+
         Two rows follow ONNX where ONNX Runtime's DML provider (SPEC 6.4's source) does not:
         pytorch_half_pixel also degenerates when ``out <= 1`` (ONNX: "length_resized > 1 ? ...
         : 0"; ORT tests only ``in <= 1``), and tf_crop_and_resize uses the exact scale (ORT
         clamps the denominator to >= 1); with ``out == 1`` it samples the roi centre
-        ``(start + end)/2 (in - 1)`` as ONNX says. DirectML clamps samples outside the input
-        (SPEC 3.5), whereas ONNX's tf_crop_and_resize writes ``extrapolation_value`` there;
-        a roi with ``end <= start`` has no DirectML form (scales must be > 0).
+        ``(start + end)/2 (in - 1)`` as ONNX says. ONNX's tf_crop_and_resize writes
+        ``extrapolation_value`` where a sample falls outside the input; DirectML clamps there
+        (SPEC 3.5) and has no such value, so a roi that samples outside (a start below 0 or an
+        end above 1 on an axis of size > 1) raises :class:`UnsupportedError`, whatever
+        ``extrapolation_value`` is. A roi with ``end <= start`` has no DirectML form (scales must
+        be > 0).
         """
         in_shape = _shape("input_shape", input_shape)
         rank = len(in_shape)
@@ -452,12 +463,13 @@ class DmlResampleParams:
                 raise DescriptorError("roi", "required by coordinate_transformation_mode 'tf_crop_and_resize'")
             bounds = _numbers("roi", roi, 2 * rank)
             crops = [(float(np.float32(bounds[d])), float(np.float32(bounds[d + rank]))) for d in range(rank)]
+            _check_extrapolation(in_shape, out_shape, crops, extrapolation_value)
         else:
             crops = [(0.0, 1.0)] * rank
         axes = []
         for d, (n_in, n_out, scale, crop) in enumerate(zip(in_shape, out_shape, onnx_scales, crops)):
             s, ipo, opo = _onnx_axis(transform, n_in, n_out, scale, crop, d)
-            axes.append((s, ipo + ipo_shift, opo))
+            axes.append((s, float(np.float32(ipo) + np.float32(ipo_shift)), opo))  # float32, as ORT's DML EP
         return cls._from_axes("RESAMPLE2", dml_mode, rounding_direction, axes)
 
 
@@ -497,8 +509,10 @@ def _onnx_axis(transform: str, n_in: int, n_out: int, scale: float, crop: tuple[
     in float64 from float32 operands; the result is rounded to float32 once."""
     if transform == "half_pixel":
         return (scale, 0.5, -0.5)
-    if transform == "half_pixel_symmetric":
-        return (scale, 0.5 - n_in / 2 * (1 - n_out / (scale * n_in)), -0.5)
+    if transform == "half_pixel_symmetric":  # float32 steps, as ORT: 0.5 - (in/2)(1 - out/(S in))
+        f32 = np.float32
+        adjustment = f32(n_out) / (f32(scale) * f32(n_in))
+        return (scale, float(f32(0.5) - f32(n_in) / f32(2) * (f32(1) - adjustment)), -0.5)
     if transform == "pytorch_half_pixel":
         return (_FLT_MAX, 0.0, 0.0) if n_in <= 1 or n_out <= 1 else (scale, 0.5, -0.5)
     if transform == "align_corners":
@@ -507,14 +521,34 @@ def _onnx_axis(transform: str, n_in: int, n_out: int, scale: float, crop: tuple[
         return (scale, 0.0, 0.0)
     if transform == "tf_half_pixel_for_nn":
         return (scale, 0.0, -0.5)
-    start, end = crop  # tf_crop_and_resize
+    start, end = np.float32(crop[0]), np.float32(crop[1])  # tf_crop_and_resize, float32 steps as ORT's DML EP
+    span = np.float32(n_in - 1)
     if n_out == 1:  # ONNX: x = (start + end) / 2 * (in - 1)
-        return (1.0, -(start + end) / 2 * (n_in - 1), 0.0)
+        return (1.0, float(-(np.float32(0.5) * (start + end) * span)), 0.0)
     if n_in == 1:  # every sample clamps to the single element
         return (1.0, 0.0, 0.0)
     if not end > start:
         raise UnsupportedError(f"roi[{d}]", f"end ({end}) must exceed start ({start}): DirectML scales are > 0")
-    return ((n_out - 1) / ((end - start) * (n_in - 1)), -start * (n_in - 1), 0.0)
+    return (float(np.float32(n_out - 1) / ((end - start) * span)), float(-(start * span)), 0.0)
+
+
+def _check_extrapolation(in_shape: Sequence[int], out_shape: Sequence[int], crops: Sequence[tuple[float, float]],
+                         extrapolation_value: Any) -> None:
+    """ONNX tf_crop_and_resize writes ``extrapolation_value`` at samples outside [0, in - 1];
+    they exist iff the roi leaves [0, 1] on an axis of size > 1 (samples run from
+    ``start (in-1)`` to ``end (in-1)``, or sit at the centre when ``out == 1``)."""
+    if isinstance(extrapolation_value, bool) or not isinstance(extrapolation_value, (int, float, np.integer,
+                                                                                      np.floating)):
+        raise DescriptorError.expected("extrapolation_value", "a number", extrapolation_value)
+    rank = len(in_shape)
+    for d, (n_in, n_out, (start, end)) in enumerate(zip(in_shape, out_shape, crops)):
+        outside = [] if n_in == 1 else [i for i, r in ((d, start), (d + rank, end)) if not 0 <= r <= 1]
+        if n_out == 1:  # the one sample sits at the roi's centre
+            outside = outside[:1] if n_in > 1 and not 0 <= (start + end) / 2 <= 1 else []
+        if outside:
+            raise UnsupportedError(f"roi[{outside[0]}]", f"axis {d}'s roi ({start:g}, {end:g}) samples outside the "
+                                   f"input, where ONNX writes extrapolation_value ({float(extrapolation_value):g}); "
+                                   "DirectML clamps to the edge and has no such value (SPEC 3.5, 6.4)")
 
 
 # --- argument checks -------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from .peers import FRAMEWORKS
+
 MAX_EXIT_STATUS = 100
 
 
@@ -15,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", action="append", default=[], metavar="NAME",
                         help="only operators whose name contains NAME (e.g. relu_grad, resample, "
                              "DepthwiseConv2dNativeBackpropInput); repeatable")
-    parser.add_argument("--framework", action="append", default=[], choices=("tensorflow", "pytorch", "jax", "onnx"),
+    parser.add_argument("--framework", action="append", default=[], choices=FRAMEWORKS,
                         help="only this framework; repeatable")
     parser.add_argument("--backend", choices=("auto", "fast", "reference"), default=None,
                         help="gradops backend (default auto)")
