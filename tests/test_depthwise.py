@@ -24,7 +24,6 @@ from gradops.cli import main as cli_main
 from gradops.examples import all_examples
 
 
-BACKENDS = ["reference", "fast"]
 BF16 = np.dtype(ml_dtypes.bfloat16)
 EXAMPLE_IDS = ["E12", "E13", "E14", "E15", "E16"]
 
@@ -40,7 +39,6 @@ def _nhwc_order(values: list[int]) -> list[int]:
 
 # --- worked examples -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("example_id", EXAMPLE_IDS)
 def test_worked_example(example_id, backend):
     (example,) = [ex for ex in all_examples() if ex.id == example_id]
@@ -54,7 +52,6 @@ def test_examples_cli(capsys):
     assert "MISMATCH" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_e12_by_hand(backend):
     """Two entries of E12 worked by hand in SPEC 7, independently of the examples module."""
     filt = np.zeros((3, 3, 1, 2), np.float32)
@@ -98,7 +95,6 @@ def _nchw_kwargs(kwargs):
             "explicit_paddings": pads[:2] + pads[6:8] + pads[2:6] if pads else []}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", LAYOUT_CASES)
 def test_nhwc_equals_nchw(case, backend):
     x, filt, dy, kwargs = _case_arrays(case)
@@ -114,7 +110,6 @@ def test_nhwc_equals_nchw(case, backend):
     np.testing.assert_allclose(df_nchw, df, rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_multiplier_channel_order(backend):
     """Output channel k = c*M + m (SPEC 5.2): channel c's M outputs are contiguous."""
     x = np.zeros((1, 1, 1, 3), np.float32)
@@ -124,7 +119,6 @@ def test_multiplier_channel_order(backend):
     assert y.ravel().tolist() == [1, 2, 30, 40, 500, 600]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_unequal_strides_and_stride_beyond_filter(backend):
     """Row stride 3 > filter 2 skips input rows, which get 0 (SPEC 5.4); column stride 1."""
     filt = np.ones((2, 1, 1, 1), np.float32)
@@ -133,7 +127,6 @@ def test_unequal_strides_and_stride_beyond_filter(backend):
     assert dx[0, :, :, 0].tolist() == [[1] * 4, [1] * 4, [0] * 4, [1] * 4, [1] * 4, [0] * 4, [1] * 4, [1] * 4]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64])
 def test_dtypes_preserved(dtype, backend):
     x, filt, dy, kwargs = _case_arrays(LAYOUT_CASES[0], dtype=dtype)
@@ -144,7 +137,6 @@ def test_dtypes_preserved(dtype, backend):
     assert dx.shape == x.shape and df.shape == filt.shape
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype, sequential_limit", [(np.float16, 2048), (BF16, 256)])
 def test_half_types_accumulate_wide(dtype, sequential_limit, backend):
     """E18 for depthwise: 4096 unit contributions give 4096, where a half accumulator stops at
@@ -173,7 +165,6 @@ def test_reference_rounds_once_from_the_exact_sum(dtype, ulp, tiny):
     assert float(y.item()) == 1 + ulp
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_float32_results_are_rounded_from_wide_sums(backend):
     """2^24 + 1 - 2^24: the reference accumulates float32 in float64 and gets 1; a float32
     accumulator in tap order (allowed for the fast backend) gets 0."""
@@ -193,7 +184,6 @@ def _rounding_bound(got: np.ndarray, dtype, abs_sum: np.ndarray, accumulation_ep
     return 0.5 * 2.0 ** (np.floor(np.log2(magnitude)) - info.nmant) + accumulation_eps * abs_sum
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32])
 def test_results_are_the_wide_sum_rounded_once(dtype, backend):
     """Each result is the float64 result rounded to T, up to the accumulator's error: float64 in
@@ -228,7 +218,6 @@ def _strided_views(a: np.ndarray) -> dict[str, np.ndarray]:
     return {"padded": padded[:, ::2, :, 1:-2], "negative": reversed_, "fortran": fortran}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 def test_any_input_strides(data_format, backend):
     x, filt, dy, kwargs = _case_arrays(LAYOUT_CASES[0], seed=5)
@@ -249,7 +238,6 @@ def test_any_input_strides(data_format, backend):
                                    df, rtol=1e-13, err_msg=name)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 def test_out_argument(data_format, backend):
     x, filt, dy, kwargs = _case_arrays(LAYOUT_CASES[2], seed=7)
@@ -285,7 +273,6 @@ def test_out_argument(data_format, backend):
         assert np.all(fresh == -7)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_out_may_not_overlap_an_input(backend):
     buffer = np.zeros(2 * 5 * 5 * 2)
     x = buffer[:50].reshape(1, 5, 5, 2)
@@ -314,7 +301,6 @@ EMPTY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("in_shape, f_shape, strides, padding, out_shape", EMPTY_CASES)
 def test_empty_tensors(in_shape, f_shape, strides, padding, out_shape, backend):
     attrs = {"strides": [1, *strides, 1], "padding": padding, "backend": backend}
@@ -327,7 +313,6 @@ def test_empty_tensors(in_shape, f_shape, strides, padding, out_shape, backend):
         assert not np.any(result)  # every element is a sum over no taps, or there are none
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_padding_only_taps_give_zero(backend):
     """EXPLICIT padding wider than the filter: border outputs see only padding."""
     y = depthwise_conv2d_native(np.ones((1, 1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32),
@@ -361,7 +346,6 @@ def test_descriptor_geometry():
     assert nchw.geometry((2, 3, 9, 8), (3, 4, 3, 2)).output_shape("NCHW") == (2, 6, 9, 4)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_descriptor_reused_for_many_calls(backend):
     desc = DepthwiseConv2dNativeBackpropInputDesc(np.float64, [1, 2, 2, 1], "SAME")
     for seed, size in enumerate((5, 8, 11)):
@@ -407,7 +391,6 @@ def test_registry_lists_the_three_ops():
         assert find_op(function) is names[name]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_gradops_run_backprop_input_json(tmp_path, backend):
     """E12 through `gradops run`, inline data, TF field names."""
     filt = [[[[1, 1]], [[2, 1]], [[3, 1]]], [[[4, 1]], [[5, 1]], [[6, 1]]], [[[7, 1]], [[8, 1]], [[9, 1]]]]

@@ -18,7 +18,6 @@ from gradops import (ShapeError, depthwise_conv2d_native, depthwise_conv2d_nativ
                      depthwise_conv2d_native_backprop_input)
 
 
-BACKENDS = ["reference", "fast"]
 
 
 # --- the oracle ---------------------------------------------------------------------------------
@@ -131,7 +130,6 @@ def _arrays(cfg, out_h: int, out_w: int):
     return x, f, dy
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None)
 @given(cfg=configurations())
 def test_matches_scatter_oracle(backend, cfg):
@@ -161,7 +159,6 @@ def test_matches_scatter_oracle(backend, cfg):
     np.testing.assert_allclose(df, df_expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None)
 @given(cfg=configurations(max_size=20, max_channels=6))
 def test_adjoint_identities(backend, cfg):

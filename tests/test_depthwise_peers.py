@@ -25,7 +25,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-BACKENDS = ["reference", "fast"]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +91,6 @@ def _close(got, expected, rtol, label=""):
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5), (np.float16, 1e-2),
                                          (BF16, 2e-2)])
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_tf_raw_ops(tf, backend, seed, dtype, rtol):
     """NHWC, dilation 1, equal strides. TF's half kernels accumulate in half (SPEC 5.6): 1e-2."""
     x, f, dy, attrs = _random_case(seed)
@@ -111,7 +109,6 @@ def test_tf_raw_ops(tf, backend, seed, dtype, rtol):
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_tf_nn_depthwise_conv2d_gradient_with_dilation(tf, backend, seed):
     """tf.nn.depthwise_conv2d implements dilation (space-to-batch); its gradient is an oracle where
     the raw CPU kernels are not (SPEC 5.6). Stride 1 (TF requires it with dilation)."""
@@ -178,7 +175,6 @@ def test_tf_raises_the_message_gradops_quotes(tf, op, change):
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_jax_vjp(jax_modules, backend, seed, data_format):
     """SPEC 6.5: lax.conv_general_dilated with the filter as [fh, fw, 1, C*M] (index c*M+m kept)
     and feature_group_count=C; jax.vjp gives both gradients. Unequal strides and any dilation."""
@@ -216,7 +212,6 @@ def test_jax_vjp(jax_modules, backend, seed, data_format):
 # --- PyTorch --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_torch_convolution_backward(torch, backend, seed):
     """SPEC 6.5: groups=C, weight = filt.transpose(2,3,0,1).reshape(C*M, 1, fh, fw); symmetric
     padding only, so EXPLICIT (p, p, q, q) or VALID."""

@@ -19,7 +19,6 @@ def test_examples_are_unique_and_ordered():
     assert {"E11", "E17"} <= set(ids)
 
 
-@pytest.mark.parametrize("backend", ["reference", "fast"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=[ex.id for ex in EXAMPLES])
 def test_example_matches_spec(example, backend):
     checks = example.run(backend)

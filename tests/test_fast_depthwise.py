@@ -249,20 +249,7 @@ def test_nine_taps_with_weights_in_registers(dtype, c):
             run_all(case, dtype, (layout, layout), rng)
 
 
-def on_each_thread_count(run):
-    """``run()`` on 1 thread, then on every thread numba has; the thread count is restored after."""
-    threads = numba.get_num_threads()
-    try:
-        results = []
-        for count in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(count)
-            results.append(run())
-        return results
-    finally:
-        numba.set_num_threads(threads)
-
-
-def test_thread_count_does_not_change_bits():
+def test_thread_count_does_not_change_bits(on_each_thread_count):
     case = dict(n=3, h=20, w=17, c=8, m=2, fh=3, fw=4, stride=(1, 2), dil=(2, 1), pad=(2, 1), oh=16, ow=8)
     results = on_each_thread_count(
         lambda: run_all(case, np.dtype(np.float32), ("NHWC", "NHWC"), np.random.default_rng(3)))
@@ -568,7 +555,7 @@ def test_pair_sums_dx_rows(monkeypatch, dtype):
 @pytest.mark.parametrize("seed, dtype, h, w, c, k, mult", [(22, np.float32, 128, 128, 128, 5, 2),
                                                           (23, np.float16, 256, 1024, 32, 3, 1)],
                          ids=["D4-float32-5x5-M2", "D7-float16-3x3"])
-def test_prefetched_staged_rows(seed, dtype, h, w, c, k, mult):
+def test_prefetched_staged_rows(seed, dtype, h, w, c, k, mult, on_each_thread_count):
     """The layouts of D4 and D7 at a size where every fast path of theirs runs: a dy of 16 MiB of
     staged rows (float16 ones converted to float32), the next row requested a share per block of
     ``_taps_rows`` (5-tap filter rows) or per part of ``_taps9_rows`` (3x3, C = 32: the weights in

@@ -425,7 +425,7 @@ def _columns_first_gradient(dy: np.ndarray, row_taps, column_taps, n_rows: int, 
 
 @pytest.mark.skipif(not HARDWARE_HALF, reason="the columns-first path needs hardware half conversions")
 @pytest.mark.parametrize("channels", [64, 112, 16])  # one pass of 4 vectors; 4 + 3 single ones; one
-def test_float16_linear_2x_gradients_sum_columns_first(channels):
+def test_float16_linear_2x_gradients_sum_columns_first(channels, on_each_thread_count):
     """Bit for bit against the emulation above (float16 NHWC, linear 2x, 20 dx columns: an affine
     span and its clamped edges), with infinities and NaN among the data, on 1 and 2 threads (so
     the ring of column sums restarts at chunk boundaries). The row-first order gives other bits."""
@@ -437,17 +437,16 @@ def test_float16_linear_2x_gradients_sum_columns_first(channels):
     dy = dy.astype(np.float16)
     dy[0, 5, 7, 3], dy[1, 0, 39, 0], dy[2, 17, 20, 5] = np.inf, -np.inf, np.nan
     expected = _columns_first_gradient(dy, taps[2], taps[3], *shape_in[2:])
-    previous = numba.get_num_threads()
-    try:
-        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
-            numba.set_num_threads(threads)
-            out = np.full((3,) + shape_in[2:] + (channels,), np.nan, np.float16)
-            resample_backward(dy.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2), taps)
-            nan = np.isnan(expected)
-            np.testing.assert_array_equal(np.isnan(out), nan)
-            np.testing.assert_array_equal(out[~nan].view(np.uint16), expected[~nan].view(np.uint16))
-    finally:
-        numba.set_num_threads(previous)
+
+    def run():
+        out = np.full((3,) + shape_in[2:] + (channels,), np.nan, np.float16)
+        resample_backward(dy.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2), taps)
+        return out
+
+    nan = np.isnan(expected)
+    for out in on_each_thread_count(run):
+        np.testing.assert_array_equal(np.isnan(out), nan)
+        np.testing.assert_array_equal(out[~nan].view(np.uint16), expected[~nan].view(np.uint16))
     row_first = _kernel_order_gradient(dy.astype(np.float32), taps[2], taps[3], *shape_in[2:]).astype(np.float16)
     assert not np.array_equal(row_first[~nan].view(np.uint16), expected[~nan].view(np.uint16))
 
@@ -504,7 +503,7 @@ def test_streamed_outputs_have_the_same_bits(monkeypatch, mode, grid, shape_in, 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
-def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode):
+def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode, on_each_thread_count):
     rng = np.random.default_rng(5)
     shape_in, shape_out = (3, 5, 13, 11), (3, 5, 29, 17)
     taps = suite_taps(shape_in, shape_out, mode, "half")
@@ -512,17 +511,14 @@ def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode):
     x = random_data(rng, shape_in, dtype)
     if channels_last:
         dy, x = nhwc(dy), nhwc(x)
-    results = []
-    previous = numba.get_num_threads()
-    try:
-        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
-            numba.set_num_threads(threads)
-            grad, forward = np.empty(shape_in, dtype), np.empty(shape_out, dtype)
-            resample_backward(dy, grad, taps)
-            resample_forward(x, forward, taps)
-            results.append((grad.tobytes(), forward.tobytes()))
-    finally:
-        numba.set_num_threads(previous)
+
+    def run():
+        grad, forward = np.empty(shape_in, dtype), np.empty(shape_out, dtype)
+        resample_backward(dy, grad, taps)
+        resample_forward(x, forward, taps)
+        return grad.tobytes(), forward.tobytes()
+
+    results = on_each_thread_count(run)
     assert results[0] == results[1]
 
 

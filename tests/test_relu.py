@@ -15,7 +15,6 @@ from gradops import (ActivationReluDesc, ActivationReluGradDesc, AliasingError, 
                      FeatureLevelError, ShapeError, TensorDesc, relu, relu_grad)
 from gradops._fast import simd
 
-BACKENDS = ["reference", "fast"]
 FLOATS = [np.float32, np.float16]
 INTS = [np.int32, np.int16, np.int8]
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -39,7 +38,6 @@ def expected_select(x: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 # --- SPEC tables, exactly ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_e11_every_row(backend, dtype):
     # SPEC 4.2 table / E11: X, dY -> dX (DML column).
@@ -52,7 +50,6 @@ def test_e11_every_row(backend, dtype):
     assert np.signbit(result).tolist() == [False] * 6 + [True] + [False] * 3
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_subnormal_x_counts_as_positive(backend):
     # SPEC 4.2 [DECISION]: exact IEEE comparison, no flush-to-zero.
     x = np.array([1e-45, -1e-45, 6e-8], np.float32)
@@ -61,7 +58,6 @@ def test_subnormal_x_counts_as_positive(backend):
     np.testing.assert_array_equal(relu_grad(x16, np.full(2, 4, np.float16), backend=backend), [4, 0])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_e17_relu_forward(backend, dtype):
     x = np.array([-2, -0.0, 0, 3, np.nan, np.inf, -np.inf], dtype)
@@ -70,7 +66,6 @@ def test_e17_relu_forward(backend, dtype):
     assert not np.signbit(y).any()  # -0 and NaN give +0 (SPEC 4.3)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", INTS)
 def test_integer_types(backend, dtype):
     # SPEC 4.2: integers follow the same select (TF's int ReluGrad agrees).
@@ -116,7 +111,6 @@ def strided_pair(draw):
     return view(shape), view(shape)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=150, deadline=None)
 @given(pair=strided_pair())
 def test_relu_grad_matches_select_bitwise(backend, pair):
@@ -124,7 +118,6 @@ def test_relu_grad_matches_select_bitwise(backend, pair):
     np.testing.assert_array_equal(bits(relu_grad(x, dy, backend=backend)), bits(expected_select(x, dy)))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=100, deadline=None)
 @given(pair=strided_pair())
 def test_relu_matches_select_bitwise(backend, pair):
@@ -132,7 +125,6 @@ def test_relu_matches_select_bitwise(backend, pair):
     np.testing.assert_array_equal(bits(relu(x, backend=backend)), bits(expected_select(x, x)))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_out_with_arbitrary_strides(backend):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 4, 5)).astype(np.float32)
@@ -190,7 +182,6 @@ def test_out_validation_and_untouched_on_error():
     np.testing.assert_array_equal(sentinel, 7)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_in_place_and_partial_overlap(backend):
     x = np.array([1, -1, 2, -2], np.float32)
     dy = np.array([3, 4, 5, 6], np.float32)
@@ -220,16 +211,11 @@ def test_backend_selection(monkeypatch):
         relu(x, backend="cuda")
 
 
-def test_fast_backend_is_deterministic_across_thread_counts():
-    numba = pytest.importorskip("numba")
+def test_fast_backend_is_deterministic_across_thread_counts(on_each_thread_count):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((64, 1000)).astype(np.float32)
     dy = rng.standard_normal((64, 1000)).astype(np.float32)
-    results = []
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        results.append(relu_grad(x, dy, backend="fast"))
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    results = on_each_thread_count(lambda: relu_grad(x, dy, backend="fast"))
     np.testing.assert_array_equal(bits(results[0]), bits(results[1]))
 
 
@@ -292,7 +278,6 @@ def test_descriptor_is_frozen_and_mirrors_the_struct():
         desc.input_tensor = None  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8])
 def test_large_dense_arrays_at_every_alignment(backend, dtype):
     # Outputs beyond the cache take the streaming-store path: check unaligned starts and tails.

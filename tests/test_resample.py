@@ -22,7 +22,6 @@ from gradops.cli import main as cli_main
 from gradops.examples import all_examples
 
 
-BACKENDS = ["reference", "fast"]
 RESAMPLE_EXAMPLE_IDS = ["E1", "E2", "E3", "E4", "E5", "E6", "E7", "E8", "E9", "E10", "E18", "E19"]
 
 
@@ -51,7 +50,6 @@ def raises(error: type, field: str):
 
 # --- worked examples -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("example_id", RESAMPLE_EXAMPLE_IDS)
 def test_worked_example_via_registry(example_id, backend):
     (example,) = [ex for ex in all_examples() if ex.id == example_id]
@@ -66,7 +64,6 @@ def test_examples_cli_for_resample(capsys):
     assert "MISMATCH" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 class TestWorkedExamplesDirect:
     """The SPEC section 7 numbers, typed in again and called directly."""
 
@@ -168,7 +165,6 @@ class TestWorkedExamplesDirect:
 
 # --- NumPy API behaviour -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_default_scales_are_fl32_of_size_ratio(backend):
     # 3 -> 7 with scale fl32(7/3): compare with explicitly given float32 scale.
     x = f32(np.arange(1, 4), (1, 1, 1, 3))
@@ -177,7 +173,6 @@ def test_default_scales_are_fl32_of_size_ratio(backend):
     np.testing.assert_array_equal(resample1(x, (1, 1, 1, 7), mode="linear", backend=backend), explicit)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_rounding_direction_ignored_in_linear_mode(backend):
     x = f32([0, 1, 4, 9])
     base = resample2(x, (7,), mode="linear", backend=backend)
@@ -186,7 +181,6 @@ def test_rounding_direction_ignored_in_linear_mode(backend):
                                                 backend=backend), base)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_mode_accepts_enum_dml_names_and_ints(backend):
     x = f32([0, 1, 4, 9])
     linear = resample2(x, (7,), mode="linear", backend=backend)
@@ -213,7 +207,6 @@ def test_enum_values_and_coercion():
             AxisDirection.of(bad)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_default_grad_offsets_are_adjoint_of_default_forward(backend):
     rng = np.random.default_rng(1)
     x = rng.integers(-8, 9, (2, 3, 5, 4)).astype(np.float32)
@@ -244,7 +237,6 @@ def test_grad_params_from_forward():
         resample_grad_params_from_forward([1], [0], [0], offset_convention="swapped")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("convention", ["per-tensor", "doc-literal"])
 def test_helper_params_give_the_gradient_of_any_forward(backend, convention):
     # TF legacy nearest (0.5, 0) at scale 1.5: forward indices floor(o / 1.5 + 0.5 - 0.5)... written out:
@@ -261,7 +253,6 @@ def test_helper_params_give_the_gradient_of_any_forward(backend, convention):
     assert dx.ravel().tolist() == [3, 3, 9, 6]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_conventions_differ_exactly_where_spec_says(backend):
     """SPEC 3.6: the readings agree when the offsets are equal or Scale is 1, differ on the
     half-pixel grid at Scale != 1."""
@@ -276,7 +267,6 @@ def test_conventions_differ_exactly_where_spec_says(backend):
         assert np.array_equal(a, b) == same, (ipo, opo, scale)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_any_input_strides(backend, mode):
     rng = np.random.default_rng(2)
@@ -299,7 +289,6 @@ def test_any_input_strides(backend, mode):
                 np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6, err_msg=f"{function.__name__} {name}")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_out_argument(backend):
     dy = f32(np.arange(12), (1, 1, 3, 4))
     holder = np.full((1, 1, 6, 4), -1, np.float32)
@@ -332,7 +321,6 @@ def test_out_argument(backend):
     assert np.all(fresh == 7)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_float16_rounds_once(backend):
     # 0.1 summed 10 times in float16 steps drifts; rounded once from a wide sum it is fl16(10 * fl16(0.1)).
     dy = np.full(10, 0.1, np.float16)
@@ -357,7 +345,6 @@ def test_reference_sums_in_float64_and_rounds_once():
     assert resample_grad1(tiny, (1,), rounding_direction="decreasing", backend="reference").item() == 1 + 2.0 ** -15
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_zero_weight_taps_are_not_read(backend):
     """SPEC 3.4: an inf next to an integer sample coordinate does not leak NaN into it."""
     x = f32([1, np.inf, 3, 4])
@@ -581,7 +568,6 @@ def test_descriptor_validation_accepts_what_dml_accepts():
     make_desc(ResampleGrad1Desc, tdesc([4]), tdesc([2]), scales=[2.0]).validate("6.4")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_descriptor_compile_runs_on_padded_buffers(backend):
     """FLOAT16 RESAMPLE2 with padded rows on input (stride 4) and output (stride 8)."""
     x = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], np.float16)
@@ -605,7 +591,6 @@ def test_descriptor_compile_runs_on_padded_buffers(backend):
     assert np.frombuffer(dx_bytes, np.float32).reshape(2, 2).tolist() == [[1, 5], [9, 13]]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cls", ALL_DESCS)
 def test_descriptor_matches_numpy_function(cls, backend):
     rng = np.random.default_rng(3)
@@ -659,7 +644,6 @@ def test_registry_lists_the_five_ops():
     assert find_op("resample_grad").feature_level == "3.0"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_gradops_run_json(tmp_path, backend):
     document = {
         "operator": "DML_OPERATOR_RESAMPLE_GRAD1",

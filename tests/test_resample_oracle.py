@@ -20,7 +20,6 @@ from gradops import (resample, resample1, resample2, resample_grad, resample_gra
                      resample_grad_params_from_forward)
 
 
-BACKENDS = ["reference", "fast"]
 F = np.float32
 
 
@@ -141,7 +140,6 @@ def random_call(rng, op):
     return kwargs, forward_in, forward_out, (scales, ipo, opo), rule
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", list(FUNCTIONS))
 @pytest.mark.parametrize("seed", range(24))
 def test_against_brute_force_oracle(op, seed, backend):
@@ -162,7 +160,6 @@ def test_against_brute_force_oracle(op, seed, backend):
         np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5, err_msg=str(kwargs))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("op", list(FUNCTIONS))
 @pytest.mark.parametrize("seed", range(6))
 def test_float16_against_oracle(op, seed, backend):
@@ -182,7 +179,6 @@ def test_float16_against_oracle(op, seed, backend):
         np.testing.assert_allclose(result.astype(np.float64), expected, rtol=1e-3, atol=1e-3, err_msg=str(kwargs))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_e20_scatter_gradient_equals_dense_transpose(backend):
     """E20: 60 random configurations (rank 1-3, both modes, all three rounding rules, offsets in
     {-0.5, 0, 0.5, 1}): the library's gradient equals the dense J^T dY."""
@@ -238,7 +234,6 @@ def adjoint_cases(draw):
     return forward_in, forward_out, mode, rule, scales, ipo, opo, convention, seed
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None)
 @given(case=adjoint_cases())
 def test_adjoint_identity(backend, case):
@@ -276,7 +271,6 @@ def test_adjoint_identity(backend, case):
         assert abs(lhs - rhs) <= 1e-6 * scale
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=30, deadline=None)
 @given(shapes=st.integers(1, 4).flatmap(lambda r: st.tuples(
     st.lists(st.integers(1, 6), min_size=r, max_size=r), st.lists(st.integers(1, 7), min_size=r, max_size=r))),

@@ -119,7 +119,6 @@ def test_padding_bytes_are_poison(corpus):
 
 # --- replay -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", ["reference", "fast"])
 def test_check_passes_on_the_exported_corpus(corpus, backend, capsys):
     assert gradops_main(["vectors", "check", str(corpus), "--backend", backend]) == 0
     out = capsys.readouterr().out

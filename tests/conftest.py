@@ -1,0 +1,31 @@
+"""Fixtures shared by the test modules: the two backends, and a check run on each thread count."""
+
+from __future__ import annotations
+
+import pytest
+
+BACKENDS = ("reference", "fast")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """Each backend in turn: a test taking ``backend`` runs once on each."""
+    return request.param
+
+
+@pytest.fixture
+def on_each_thread_count():
+    """``on_each_thread_count(run)``: ``run()`` on 1 thread, then on every thread numba has; returns
+    the results. The calling thread's count is restored after the test."""
+    numba = pytest.importorskip("numba")
+    previous = numba.get_num_threads()
+
+    def run_each(run):
+        results = []
+        for count in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(count)
+            results.append(run())
+        return results
+
+    yield run_each
+    numba.set_num_threads(previous)
