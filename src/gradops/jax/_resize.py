@@ -1,0 +1,138 @@
+"""``gradops.jax.resize``: ``jax.image.resize(x, shape, method, antialias=False)`` (SPEC 6.3).
+
+Every axis whose size changes is resampled, batch and channel axes included, as JAX does:
+nearest picks ``floor((o + 0.5) * in / out)``, linear interpolates on the half-pixel grid with
+the edge samples clamped. ``DmlResampleParams.from_jax`` gives the DirectML RESAMPLE2 parameters;
+the forward op is ``resample2`` and the gradient ``resample_grad1``, its exact adjoint. Axes that
+are not resampled are merged (DirectML resamples at most 4 axes, SPEC 3.1), so any rank works as
+long as the resampled axes and the runs of unresampled ones between them number at most 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from .._backend import resolve_backend
+from ..conventions import DmlResampleParams
+from ..errors import DataTypeError, ShapeError
+from ._host import BFLOAT16, call, check_array, each_example, to_host
+
+__all__ = ["resize"]
+
+# gradops' resample operators take float32 and float16 (SPEC 3.1); bfloat16 runs in float32.
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
+_DML_MAX_AXES = 4
+
+
+@dataclass(frozen=True)
+class _Resize:
+    method: str
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    backend: str
+
+
+def resize(x: Any, shape: Sequence[int], method: str = "nearest", *, antialias: bool = False,
+           backend: str | None = None) -> jax.Array:
+    """``jax.image.resize(x, shape, method, antialias=False)``, differentiable in ``x``.
+
+    ``x``: float32, float16 or bfloat16 (computed in float32 and rounded once), any rank.
+    ``shape``: the output shape, one size >= 1 per axis. ``method``: ``"nearest"`` or
+    ``"linear"`` (also ``"bilinear"``, ``"trilinear"``, which JAX treats alike). ``antialias=True``
+    is accepted where it changes nothing (no axis shrinks with ``"linear"``), and raises
+    otherwise: DirectML has no antialiased gradient. ``backend``: gradops' backend.
+    """
+    check_array("x", x)
+    dtype = np.dtype(x.dtype)
+    if dtype not in _DTYPES:
+        raise DataTypeError.expected("x.dtype", "float32, float16 or bfloat16 (gradops' resample operators have "
+                                     "no float64 or integer types)", str(dtype))
+    params = DmlResampleParams.from_jax(x.shape, shape, method, antialias)  # checks shape, method, antialias
+    output_shape = tuple(int(n) for n in shape)
+    if _dml_axes(x.shape, output_shape) > _DML_MAX_AXES:
+        raise ShapeError("shape", f"DirectML resamples at most {_DML_MAX_AXES} axes (SPEC 3.1), counting each run "
+                         f"of unresampled axes as one; {tuple(x.shape)} -> {output_shape} needs "
+                         f"{_dml_axes(x.shape, output_shape)}")
+    if output_shape == tuple(x.shape):
+        return x  # jax.image.resize returns x unchanged too
+    op = _differentiable(_Resize(params.mode, tuple(x.shape), output_shape, resolve_backend(backend)))
+    if dtype == BFLOAT16:
+        return op(x.astype(np.float32)).astype(BFLOAT16)
+    return op(x)
+
+
+def _dml_axes(input_shape: Sequence[int], output_shape: Sequence[int]) -> int:
+    """The rank DirectML sees: resampled axes, plus one per run of unresampled axes."""
+    count, previous_identity = 0, False
+    for n_in, n_out in zip(input_shape, output_shape):
+        identity = n_in == n_out
+        count += not (identity and previous_identity)
+        previous_identity = identity
+    return count
+
+
+@lru_cache(maxsize=256)
+def _params(input_shape: tuple[int, ...], output_shape: tuple[int, ...], method: str) -> DmlResampleParams:
+    return DmlResampleParams.from_jax(input_shape, output_shape, method)
+
+
+@lru_cache(maxsize=256)
+def _differentiable(op: _Resize) -> Callable[[Any], jax.Array]:
+    """``op``'s forward resample with its gradient as a ``jax.custom_vjp`` function."""
+    @jax.custom_vjp
+    def resized(x: Any) -> jax.Array:
+        return call(partial(_forward_host, op), op.output_shape, x.dtype, x)
+
+    def resized_forward(x: Any) -> tuple[jax.Array, None]:
+        return resized(x), None
+
+    def resized_backward(_: None, dy: Any) -> tuple[jax.Array]:
+        return (call(partial(_gradient_host, op), op.input_shape, dy.dtype, dy),)
+
+    resized.defvjp(resized_forward, resized_backward)
+    return resized
+
+
+def _examples(op: _Resize, array: np.ndarray, own_shape: tuple[int, ...]
+              ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
+    """``array`` with its leading ``vmap`` axes folded into one more unresampled axis, with the
+    folded (input, output) shapes; None when that would exceed DirectML's 4 axes."""
+    rank = len(own_shape)
+    leading = array.shape[:array.ndim - rank]
+    if not leading:
+        return array, op.input_shape, op.output_shape
+    count = math.prod(leading)
+    input_shape, output_shape = (count,) + op.input_shape, (count,) + op.output_shape
+    if _dml_axes(input_shape, output_shape) > _DML_MAX_AXES:
+        return None
+    return array.reshape((count,) + own_shape), input_shape, output_shape
+
+
+def _forward_host(op: _Resize, x: Any) -> np.ndarray:
+    x = to_host(x)
+    fold = _examples(op, x, op.input_shape)
+    if fold is None:
+        return each_example(partial(_params(op.input_shape, op.output_shape, op.method).forward,
+                                     output_sizes=op.output_shape, backend=op.backend),
+                            (x,), (len(op.input_shape),), op.output_shape, x.dtype)
+    rows, input_shape, output_shape = fold
+    y = _params(input_shape, output_shape, op.method).forward(rows, output_shape, backend=op.backend)
+    return y.reshape(x.shape[:x.ndim - len(op.input_shape)] + op.output_shape)
+
+
+def _gradient_host(op: _Resize, dy: Any) -> np.ndarray:
+    dy = to_host(dy)
+    fold = _examples(op, dy, op.output_shape)
+    if fold is None:
+        return each_example(partial(_params(op.input_shape, op.output_shape, op.method).gradient,
+                                    input_sizes=op.input_shape, backend=op.backend),
+                            (dy,), (len(op.output_shape),), op.input_shape, dy.dtype)
+    rows, input_shape, output_shape = fold
+    dx = _params(input_shape, output_shape, op.method).gradient(rows, input_shape, backend=op.backend)
+    return dx.reshape(dy.shape[:dy.ndim - len(op.output_shape)] + op.input_shape)
