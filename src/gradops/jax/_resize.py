@@ -6,12 +6,21 @@ the edge samples clamped. ``DmlResampleParams.from_jax`` gives the DirectML RESA
 the forward op is ``resample2`` and the gradient ``resample_grad1``, its exact adjoint. Axes that
 are not resampled are merged (DirectML resamples at most 4 axes, SPEC 3.1), so any rank works as
 long as the resampled axes and the runs of unresampled ones between them number at most 4.
+
+Nearest at exact ties, where ``(o + 0.5) * in / out`` is an integer: DirectML's correctly
+rounded quotient ``(o + 0.5) / fl32(out / in)`` (SPEC 3.7) can land just below it when ``out / in``
+is not a float32 (14 -> 1 reads index 6, not 7), and so can jit-compiled JAX, whose XLA CPU code
+multiplies by ``fl32(in * fl32(1 / out))`` instead of dividing (10 -> 25, output 2 reads index 0
+where the coordinate is exactly 1; JAX under ``jax.disable_jit()`` reads 1). gradops.jax picks the
+exact ``floor((o + 0.5) * in / out)``, the formula of JAX's source: the Scale of a nearest axis is
+the float32 nearest ``out / in`` that picks those indices. For the 65280 pairs of different sizes
+up to 256, that is ``fl32(out / in)`` for 63949 and the next float32 towards zero for the others.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Callable, Sequence
 
@@ -19,8 +28,9 @@ import jax
 import numpy as np
 
 from .._backend import resolve_backend
+from .._resample_plan import axis_taps
 from ..conventions import DmlResampleParams
-from ..errors import DataTypeError, ShapeError
+from ..errors import DataTypeError, ShapeError, UnsupportedError
 from ._host import BFLOAT16, call, check_array, each_example, to_host
 
 __all__ = ["resize"]
@@ -28,14 +38,24 @@ __all__ = ["resize"]
 # gradops' resample operators take float32 and float16 (SPEC 3.1); bfloat16 runs in float32.
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
 _DML_MAX_AXES = 4
+# How many float32 steps from fl32(out / in) a nearest Scale may move to reproduce JAX's picks.
+_NEAREST_SCALE_STEPS = 4
 
 
 @dataclass(frozen=True)
 class _Resize:
-    method: str
+    """One resize: its DirectML parameters (one axis per axis of ``x``) and shapes."""
+
+    params: DmlResampleParams
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
     backend: str
+
+    def folded_params(self, count: int) -> DmlResampleParams:
+        """The parameters with one more leading unresampled axis (``count`` vmap examples)."""
+        folded = DmlResampleParams.from_jax((count,) + self.input_shape, (count,) + self.output_shape,
+                                            self.params.mode)
+        return replace(folded, scales=folded.scales[:1] + self.params.scales)
 
 
 def resize(x: Any, shape: Sequence[int], method: str = "nearest", *, antialias: bool = False,
@@ -54,6 +74,10 @@ def resize(x: Any, shape: Sequence[int], method: str = "nearest", *, antialias: 
         raise DataTypeError.expected("x.dtype", "float32, float16 or bfloat16 (gradops' resample operators have "
                                      "no float64 or integer types)", str(dtype))
     params = DmlResampleParams.from_jax(x.shape, shape, method, antialias)  # checks shape, method, antialias
+    if params.mode == "nearest":
+        scales = tuple(_nearest_scale(d, n_in, n_out) if n_in != n_out else scale
+                       for d, (n_in, n_out, scale) in enumerate(zip(x.shape, shape, params.scales)))
+        params = replace(params, scales=scales)
     output_shape = tuple(int(n) for n in shape)
     if _dml_axes(x.shape, output_shape) > _DML_MAX_AXES:
         raise ShapeError("shape", f"DirectML resamples at most {_DML_MAX_AXES} axes (SPEC 3.1), counting each run "
@@ -61,7 +85,7 @@ def resize(x: Any, shape: Sequence[int], method: str = "nearest", *, antialias: 
                          f"{_dml_axes(x.shape, output_shape)}")
     if output_shape == tuple(x.shape):
         return x  # jax.image.resize returns x unchanged too
-    op = _differentiable(_Resize(params.mode, tuple(x.shape), output_shape, resolve_backend(backend)))
+    op = _differentiable(_Resize(params, tuple(x.shape), output_shape, resolve_backend(backend)))
     if dtype == BFLOAT16:
         return op(x.astype(np.float32)).astype(BFLOAT16)
     return op(x)
@@ -77,9 +101,24 @@ def _dml_axes(input_shape: Sequence[int], output_shape: Sequence[int]) -> int:
     return count
 
 
-@lru_cache(maxsize=256)
-def _params(input_shape: tuple[int, ...], output_shape: tuple[int, ...], method: str) -> DmlResampleParams:
-    return DmlResampleParams.from_jax(input_shape, output_shape, method)
+@lru_cache(maxsize=1024)
+def _nearest_scale(axis: int, n_in: int, n_out: int) -> float:
+    """The nearest Scale for one axis that picks the exact ``floor((o + 0.5) * in / out)``."""
+    o = np.arange(n_out, dtype=np.int64)
+    picks = np.minimum((2 * o + 1) * n_in // (2 * n_out), n_in - 1)
+    nearest = np.float32(n_out) / np.float32(n_in)
+    candidates = [nearest]
+    for direction in (np.float32(0), np.float32(np.inf)):
+        scale = nearest
+        for _ in range(_NEAREST_SCALE_STEPS):
+            scale = np.nextafter(scale, direction)
+            candidates.append(scale)
+    for scale in sorted(candidates, key=lambda s: abs(float(s) - float(nearest))):
+        index, _ = axis_taps(n_in, n_out, float(scale), 0.0, -0.5, "nearest", "floor")
+        if np.array_equal(index[:, 0], picks):
+            return float(scale)
+    raise UnsupportedError(f"shape[{axis}]", f"no DirectML nearest Scale within {_NEAREST_SCALE_STEPS} float32 "
+                           f"steps of {n_out}/{n_in} picks floor((o + 0.5) * {n_in} / {n_out}) for every o")
 
 
 @lru_cache(maxsize=256)
@@ -100,29 +139,28 @@ def _differentiable(op: _Resize) -> Callable[[Any], jax.Array]:
 
 
 def _examples(op: _Resize, array: np.ndarray, own_shape: tuple[int, ...]
-              ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
+              ) -> tuple[np.ndarray, DmlResampleParams, tuple[int, ...], tuple[int, ...]] | None:
     """``array`` with its leading ``vmap`` axes folded into one more unresampled axis, with the
-    folded (input, output) shapes; None when that would exceed DirectML's 4 axes."""
-    rank = len(own_shape)
-    leading = array.shape[:array.ndim - rank]
+    parameters and (input, output) shapes of that call; None when the call would exceed
+    DirectML's 4 axes."""
+    leading = array.shape[:array.ndim - len(own_shape)]
     if not leading:
-        return array, op.input_shape, op.output_shape
+        return array, op.params, op.input_shape, op.output_shape
     count = math.prod(leading)
     input_shape, output_shape = (count,) + op.input_shape, (count,) + op.output_shape
     if _dml_axes(input_shape, output_shape) > _DML_MAX_AXES:
         return None
-    return array.reshape((count,) + own_shape), input_shape, output_shape
+    return array.reshape((count,) + own_shape), op.folded_params(count), input_shape, output_shape
 
 
 def _forward_host(op: _Resize, x: Any) -> np.ndarray:
     x = to_host(x)
     fold = _examples(op, x, op.input_shape)
     if fold is None:
-        return each_example(partial(_params(op.input_shape, op.output_shape, op.method).forward,
-                                     output_sizes=op.output_shape, backend=op.backend),
+        return each_example(partial(op.params.forward, output_sizes=op.output_shape, backend=op.backend),
                             (x,), (len(op.input_shape),), op.output_shape, x.dtype)
-    rows, input_shape, output_shape = fold
-    y = _params(input_shape, output_shape, op.method).forward(rows, output_shape, backend=op.backend)
+    rows, params, _, output_shape = fold
+    y = params.forward(rows, output_shape, backend=op.backend)
     return y.reshape(x.shape[:x.ndim - len(op.input_shape)] + op.output_shape)
 
 
@@ -130,9 +168,8 @@ def _gradient_host(op: _Resize, dy: Any) -> np.ndarray:
     dy = to_host(dy)
     fold = _examples(op, dy, op.output_shape)
     if fold is None:
-        return each_example(partial(_params(op.input_shape, op.output_shape, op.method).gradient,
-                                    input_sizes=op.input_shape, backend=op.backend),
+        return each_example(partial(op.params.gradient, input_sizes=op.input_shape, backend=op.backend),
                             (dy,), (len(op.output_shape),), op.input_shape, dy.dtype)
-    rows, input_shape, output_shape = fold
-    dx = _params(input_shape, output_shape, op.method).gradient(rows, input_shape, backend=op.backend)
+    rows, params, input_shape, _ = fold
+    dx = params.gradient(rows, input_shape, backend=op.backend)
     return dx.reshape(dy.shape[:dy.ndim - len(op.output_shape)] + op.input_shape)
