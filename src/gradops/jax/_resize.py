@@ -29,7 +29,7 @@ import numpy as np
 
 from .._backend import resolve_backend
 from .._resample_plan import axis_taps
-from ..conventions import DmlResampleParams
+from ..conventions import DmlResampleParams, _shape
 from ..errors import DataTypeError, ShapeError, UnsupportedError
 from ._host import BFLOAT16, call, check_array, each_example, to_host
 
@@ -73,12 +73,15 @@ def resize(x: Any, shape: Sequence[int], method: str = "nearest", *, antialias: 
     if dtype not in _DTYPES:
         raise DataTypeError.expected("x.dtype", "float32, float16 or bfloat16 (gradops' resample operators have "
                                      "no float64 or integer types)", str(dtype))
-    params = DmlResampleParams.from_jax(x.shape, shape, method, antialias)  # checks shape, method, antialias
+    if x.ndim == 0 or 0 in x.shape:
+        raise ShapeError.expected("x.shape", "at least one axis, every size >= 1 (DirectML sizes are never 0)",
+                                  tuple(x.shape))
+    output_shape = _shape("shape", shape, ranks=(x.ndim,), what="one size per axis of x")
+    params = DmlResampleParams.from_jax(x.shape, output_shape, method, antialias)  # checks method, antialias
     if params.mode == "nearest":
         scales = tuple(_nearest_scale(d, n_in, n_out) if n_in != n_out else scale
-                       for d, (n_in, n_out, scale) in enumerate(zip(x.shape, shape, params.scales)))
+                       for d, (n_in, n_out, scale) in enumerate(zip(x.shape, output_shape, params.scales)))
         params = replace(params, scales=scales)
-    output_shape = tuple(int(n) for n in shape)
     if _dml_axes(x.shape, output_shape) > _DML_MAX_AXES:
         raise ShapeError("shape", f"DirectML resamples at most {_DML_MAX_AXES} axes (SPEC 3.1), counting each run "
                          f"of unresampled axes as one; {tuple(x.shape)} -> {output_shape} needs "
