@@ -7,10 +7,11 @@ passes run gradops' operators.
   DirectML ``RESAMPLE_GRAD1``.
 * :func:`relu` - DirectML ``ACTIVATION_RELU``; gradient ``ACTIVATION_RELU_GRAD``.
 
-Each is a ``jax.custom_vjp`` over ``jax.pure_callback``: it works under ``jit``, ``grad``,
+Each is a ``jax.custom_vjp`` over a host callback (``jax.experimental.buffer_callback``, which
+writes into XLA's output buffer, or ``jax.pure_callback`` where JAX lacks it): it works under ``jit``, ``grad``,
 ``vjp`` and ``vmap`` and their compositions. Forward-mode differentiation (``jvp``, ``jacfwd``)
 and derivatives of second order are not available: JAX raises its error for them ("can't apply
-forward-mode autodiff (jvp) to a custom_vjp function", or "Pure callbacks do not support JVP").
+forward-mode autodiff (jvp) to a custom_vjp function", or "Buffer callbacks do not support JVP").
 Arguments are checked when the function is traced; a bad one raises a
 :class:`gradops.GradopsError` naming it.
 

@@ -19,7 +19,7 @@ from .._backend import resolve_backend
 from ..depthwise import (DEPTHWISE_DTYPES, DepthwiseConv2dNativeBackpropFilterDesc,
                          DepthwiseConv2dNativeBackpropInputDesc, DepthwiseConv2dNativeDesc)
 from ..errors import DataTypeError, DescriptorError, ShapeError
-from ._host import call, check_array, each_example, folded, to_host
+from ._host import call, check_array, each_example, folded, view
 
 __all__ = ["depthwise_conv2d"]
 
@@ -164,30 +164,34 @@ def _shared(array: np.ndarray) -> bool:
     return all(n == 1 for n in array.shape[:-_RANK])
 
 
-def _forward_host(conv: _Conv, y_shape: tuple[int, ...], x: Any, filt: Any) -> np.ndarray:
-    x, filt = to_host(x), to_host(filt)
+def _forward_host(conv: _Conv, y_shape: tuple[int, ...], out: np.ndarray | None, x: np.ndarray,
+                  filt: np.ndarray) -> np.ndarray:
     if _shared(filt):  # vmap examples of x become more batch rows of one call
-        y = conv.forward(folded(x, _RANK), filt.reshape(filt.shape[-_RANK:]), backend=conv.backend)
-        return y.reshape(x.shape[:-_RANK + 1] + y.shape[1:])
-    return each_example(partial(conv.forward, backend=conv.backend), (x, filt), (_RANK, _RANK), y_shape,
+        rows = folded(x, _RANK)
+        y = conv.forward(rows, filt.reshape(filt.shape[-_RANK:]), backend=conv.backend,
+                         out=view(out, (rows.shape[0],) + y_shape[1:]))
+        return y.reshape(x.shape[:-_RANK + 1] + y_shape[1:])
+    return each_example(partial(conv.forward, backend=conv.backend), out, (x, filt), (_RANK, _RANK), y_shape,
                         filt.dtype)
 
 
-def _backprop_input_host(conv: _Conv, x_shape: tuple[int, ...], filt: Any, dy: Any) -> np.ndarray:
-    filt, dy = to_host(filt), to_host(dy)
+def _backprop_input_host(conv: _Conv, x_shape: tuple[int, ...], out: np.ndarray | None, filt: np.ndarray,
+                         dy: np.ndarray) -> np.ndarray:
     if _shared(filt):
         dy_rows = folded(dy, _RANK)
-        dx = conv.backprop_input((dy_rows.shape[0],) + x_shape[1:], filt.reshape(filt.shape[-_RANK:]), dy_rows,
-                                 backend=conv.backend)
+        rows_shape = (dy_rows.shape[0],) + x_shape[1:]
+        dx = conv.backprop_input(rows_shape, filt.reshape(filt.shape[-_RANK:]), dy_rows, backend=conv.backend,
+                                 out=view(out, rows_shape))
         return dx.reshape(dy.shape[:-_RANK + 1] + x_shape[1:])
 
-    def one(filt: np.ndarray, dy: np.ndarray) -> np.ndarray:
-        return conv.backprop_input(x_shape, filt, dy, backend=conv.backend)
-    return each_example(one, (filt, dy), (_RANK, _RANK), x_shape, dy.dtype)
+    def one(filt: np.ndarray, dy: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return conv.backprop_input(x_shape, filt, dy, backend=conv.backend, out=out)
+    return each_example(one, out, (filt, dy), (_RANK, _RANK), x_shape, dy.dtype)
 
 
-def _backprop_filter_host(conv: _Conv, filter_shape: tuple[int, ...], x: Any, dy: Any) -> np.ndarray:
+def _backprop_filter_host(conv: _Conv, filter_shape: tuple[int, ...], out: np.ndarray | None, x: np.ndarray,
+                          dy: np.ndarray) -> np.ndarray:
     """Each ``vmap`` example has its own filter gradient (a sum over its batch): one call each."""
-    def one(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
-        return conv.backprop_filter(x, filter_shape, dy, backend=conv.backend)
-    return each_example(one, (to_host(x), to_host(dy)), (_RANK, _RANK), filter_shape, dy.dtype)
+    def one(x: np.ndarray, dy: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return conv.backprop_filter(x, filter_shape, dy, backend=conv.backend, out=out)
+    return each_example(one, out, (x, dy), (_RANK, _RANK), filter_shape, dy.dtype)

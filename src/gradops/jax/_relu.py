@@ -17,7 +17,7 @@ from .._backend import resolve_backend
 from ..errors import DataTypeError
 from ..relu import relu as numpy_relu
 from ..relu import relu_grad as numpy_relu_grad
-from ._host import BFLOAT16, call, check_array, to_host
+from ._host import BFLOAT16, call, check_array, view
 
 __all__ = ["relu"]
 
@@ -69,11 +69,12 @@ def _differentiable(backend: str) -> Callable[[Any], jax.Array]:
     return relu_op
 
 
-def _relu_host(backend: str, x: Any) -> np.ndarray:
-    x = to_host(x)  # gradops' ReLU takes ranks 1..8: element-wise, so any shape runs flat
-    return numpy_relu(x.reshape(-1), backend=backend).reshape(x.shape)
+def _relu_host(backend: str, out: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    # gradops' ReLU takes ranks 1..8: element-wise, so any shape runs flat
+    flat = numpy_relu(x.reshape(-1), backend=backend, out=view(out, (x.size,)))
+    return flat.reshape(x.shape)
 
 
-def _relu_grad_host(backend: str, x: Any, dy: Any) -> np.ndarray:
-    x, dy = to_host(x), to_host(dy)
-    return numpy_relu_grad(x.reshape(-1), dy.reshape(-1), backend=backend).reshape(x.shape)
+def _relu_grad_host(backend: str, out: np.ndarray | None, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    flat = numpy_relu_grad(x.reshape(-1), dy.reshape(-1), backend=backend, out=view(out, (x.size,)))
+    return flat.reshape(x.shape)

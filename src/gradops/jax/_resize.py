@@ -31,7 +31,7 @@ from .._backend import resolve_backend
 from .._resample_plan import axis_taps
 from ..conventions import DmlResampleParams, _shape
 from ..errors import DataTypeError, ShapeError, UnsupportedError
-from ._host import BFLOAT16, call, check_array, each_example, to_host
+from ._host import BFLOAT16, call, check_array, each_example, view
 
 __all__ = ["resize"]
 
@@ -156,23 +156,21 @@ def _examples(op: _Resize, array: np.ndarray, own_shape: tuple[int, ...]
     return array.reshape((count,) + own_shape), op.folded_params(count), input_shape, output_shape
 
 
-def _forward_host(op: _Resize, x: Any) -> np.ndarray:
-    x = to_host(x)
+def _forward_host(op: _Resize, out: np.ndarray | None, x: np.ndarray) -> np.ndarray:
     fold = _examples(op, x, op.input_shape)
     if fold is None:
-        return each_example(partial(op.params.forward, output_sizes=op.output_shape, backend=op.backend),
+        return each_example(partial(op.params.forward, output_sizes=op.output_shape, backend=op.backend), out,
                             (x,), (len(op.input_shape),), op.output_shape, x.dtype)
     rows, params, _, output_shape = fold
-    y = params.forward(rows, output_shape, backend=op.backend)
+    y = params.forward(rows, output_shape, backend=op.backend, out=view(out, output_shape))
     return y.reshape(x.shape[:x.ndim - len(op.input_shape)] + op.output_shape)
 
 
-def _gradient_host(op: _Resize, dy: Any) -> np.ndarray:
-    dy = to_host(dy)
+def _gradient_host(op: _Resize, out: np.ndarray | None, dy: np.ndarray) -> np.ndarray:
     fold = _examples(op, dy, op.output_shape)
     if fold is None:
-        return each_example(partial(op.params.gradient, input_sizes=op.input_shape, backend=op.backend),
+        return each_example(partial(op.params.gradient, input_sizes=op.input_shape, backend=op.backend), out,
                             (dy,), (len(op.output_shape),), op.input_shape, dy.dtype)
     rows, params, input_shape, _ = fold
-    dx = params.gradient(rows, input_shape, backend=op.backend)
+    dx = params.gradient(rows, input_shape, backend=op.backend, out=view(out, input_shape))
     return dx.reshape(dy.shape[:dy.ndim - len(op.output_shape)] + op.input_shape)
