@@ -118,7 +118,8 @@ def test_resize_vmap_jit_grad(method: str, shapes: tuple) -> None:
         return jnp.sum(jnp.sin(resize(v)) * jnp.arange(np.prod(out_shape)).reshape(out_shape))
     _close(jax.jit(jax.vmap(ours))(x), jax.vmap(native)(x))
     _close(jax.jit(jax.vmap(jax.grad(partial(loss, ours))))(x), jax.vmap(jax.grad(partial(loss, native)))(x))
-    _close(jax.vmap(jax.vmap(ours), 1)(_random(2, 3, *in_shape)), jax.vmap(jax.vmap(native), 1)(_random(2, 3, *in_shape)))
+    nested = _random(2, 3, *in_shape)
+    _close(jax.vmap(jax.vmap(ours), 1)(nested), jax.vmap(jax.vmap(native), 1)(nested))
 
 
 def test_relu_vmap_jit_grad() -> None:
@@ -207,11 +208,9 @@ def test_pure_callback_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(_host, "_buffer_callback", None)
     x, filt = _random(3, 2, 3, 9, 8), _random(3, 3, 2, 3, 2, seed=1)
-    for in_axes in ((0, None), (0, 0)):
-        grads = jax.jit(jax.vmap(jax.grad(partial(_loss, OURS), (0, 1)), in_axes))(x, filt[0] if in_axes[1] is None
-                                                                                   else filt)
-        _close(grads, jax.vmap(jax.grad(partial(_loss, NATIVE), (0, 1)), in_axes)(x, filt[0] if in_axes[1] is None
-                                                                                  else filt))
+    for in_axes, filters in (((0, None), filt[0]), ((0, 0), filt)):
+        grads = jax.jit(jax.vmap(jax.grad(partial(_loss, OURS), (0, 1)), in_axes))(x, filters)
+        _close(grads, jax.vmap(jax.grad(partial(_loss, NATIVE), (0, 1)), in_axes)(x, filters))
     image = _random(3, 2, 5, 4)
     for method in ("nearest", "linear"):
         ours = partial(gj.resize, shape=(2, 10, 7), method=method, backend="reference")

@@ -8,8 +8,8 @@ passes run gradops' operators.
 * :func:`relu` - DirectML ``ACTIVATION_RELU``; gradient ``ACTIVATION_RELU_GRAD``.
 
 Each is a ``jax.custom_vjp`` over a host callback (``jax.experimental.buffer_callback``, which
-writes into XLA's output buffer, or ``jax.pure_callback`` where JAX lacks it): it works under ``jit``, ``grad``,
-``vjp`` and ``vmap`` and their compositions. Forward-mode differentiation (``jvp``, ``jacfwd``)
+writes into XLA's output buffer, or ``jax.pure_callback`` where JAX lacks it): it works under
+``jit``, ``grad``, ``vjp`` and ``vmap`` and their compositions. Forward-mode differentiation (``jvp``, ``jacfwd``)
 and derivatives of second order are not available: JAX raises its error for them ("can't apply
 forward-mode autodiff (jvp) to a custom_vjp function", or "Buffer callbacks do not support JVP").
 Arguments are checked when the function is traced; a bad one raises a
