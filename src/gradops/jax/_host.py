@@ -4,8 +4,8 @@ Every op is a ``jax.custom_vjp`` whose forward and backward each call one gradop
 host callback. With ``jax.experimental.buffer_callback`` (where JAX has it) the callback gets
 XLA's own input and output buffers as NumPy views and the operator writes its result straight into
 the output buffer (``out=``); ``jax.pure_callback``, the fallback, copies every input into a new
-array before the callback and the returned result into XLA's buffer after it (for 25.7 MB,
-36-47 ms on the shared 2-core VM against 8 ms for the operator itself). XLA treats either
+array before the callback and the returned result into XLA's buffer after it, which for large
+tensors costs several times as much as the operator. XLA treats either
 callback as pure: under ``jit`` a callback whose result is unused (e.g. the filter gradient when
 only the input gradient is needed) is removed.
 
@@ -46,7 +46,7 @@ def to_host(value: Any) -> np.ndarray:
 
 try:
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
-except ImportError:  # JAX before 0.7
+except ImportError:  # older JAX
     _buffer_callback = None
 
 HostFunction = Callable[..., np.ndarray]
