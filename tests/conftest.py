@@ -7,9 +7,10 @@ import pytest
 BACKENDS = ("reference", "fast")
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(scope="module", params=BACKENDS)
 def backend(request) -> str:
-    """Each backend in turn: a test taking ``backend`` runs once on each."""
+    """Each backend in turn: a test taking ``backend`` runs once on each. Module-scoped, since it is
+    a constant: hypothesis tests may take it (they refuse function-scoped fixtures)."""
     return request.param
 
 
