@@ -16,7 +16,11 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("gradops.torch needs PyTorch: pip install 'gradops[torch]' (torch==2.13.0)") from exc
 
-from . import ops
+from ._convert import keep_openmp_to_torch
+
+keep_openmp_to_torch()
+
+from . import ops  # noqa: E402 - registers torch.ops.gradops.* after the threading choice
 from .functional import depthwise_conv2d, interpolate, relu
 from .modules import DepthwiseConv2d, ReLU, Replacements, Upsample, replace_modules
 
