@@ -23,7 +23,7 @@ from torch._prims_common import suggest_memory_format
 from .._backend import resolve_backend
 from ..errors import DataTypeError, ShapeError
 
-__all__ = ["as_numpy", "empty_like_format", "empty_in_format", "check_tensor", "keep_openmp_to_torch",
+__all__ = ["as_numpy", "flat_if_dense", "empty_like_format", "empty_in_format", "check_tensor", "keep_openmp_to_torch",
            "use_torch_threads"]
 
 
@@ -33,6 +33,19 @@ def as_numpy(tensor: torch.Tensor) -> np.ndarray:
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return tensor.numpy()
+
+
+def flat_if_dense(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """1-D views of tensors that share one dense layout (NCHW, channels_last or any permutation),
+    else the tensors unchanged: an element-wise op then walks memory in order whatever the
+    memory format (gradops' kernels take a permuted array's axes as given)."""
+    first = tensors[0]
+    if first.dim() < 2 or any(t.shape != first.shape or t.stride() != first.stride() for t in tensors):
+        return tensors
+    order = sorted(range(first.dim()), key=lambda d: -first.stride(d))
+    if not first.permute(order).is_contiguous():
+        return tensors
+    return tuple(t.permute(order).reshape(-1) for t in tensors)
 
 
 def empty_like_format(like: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:

@@ -6,8 +6,9 @@
 Both models start from the same weights and train on the same batch. Rounds alternate which
 model goes first; each model keeps the median step time of its fastest round (a shared
 machine's speed moves between rounds). gradops' share of its step is the CPU time the profiler
-puts in ``gradops::*`` operators (forward and backward), over the median step time. A
-benchmark, not a test: nothing is asserted.
+puts in ``gradops::*`` operators (forward and backward), over the median step time; the same
+is reported for the torch operators they replace in torch's step (depthwise convolutions and
+their backward, ReLU, bilinear upsampling). A benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -59,6 +60,30 @@ def _gradops_ms_per_step(step, steps: int) -> dict[str, float]:
             if event.key.startswith("gradops::")}
 
 
+# torch's operators that gradops' layers replace, and where their weight is among the inputs
+# (a depthwise convolution is told from a 1x1 one by its weight [C, 1, kh, kw] with kh > 1).
+_CONVOLUTIONS = {"aten::convolution": 1, "aten::convolution_backward": 2}
+_REPLACED = ("aten::relu", "aten::threshold_backward", "aten::upsample_bilinear2d",
+             "aten::upsample_bilinear2d_backward")
+
+
+def _replaced_torch_ms_per_step(step, steps: int) -> float:
+    """Milliseconds per step in the torch operators that gradops' layers replace (profiler CPU
+    time): the part of torch's step that gradops can speed up."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profile:
+        for _ in range(steps):
+            step()
+    total = 0.0
+    for event in profile.key_averages(group_by_input_shape=True):
+        shapes = event.input_shapes
+        weight_index = _CONVOLUTIONS.get(event.key)
+        depthwise = (weight_index is not None and len(shapes) > weight_index and len(shapes[weight_index]) == 4
+                     and shapes[weight_index][1] == 1 and shapes[weight_index][2] > 1)
+        if depthwise or event.key in _REPLACED:
+            total += event.cpu_time_total / 1e3
+    return total / steps
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as info:
@@ -96,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rounds[name].append(_median_ms(steps[name], args.steps))
     best = {name: min(times) for name, times in rounds.items()}
     per_op = _gradops_ms_per_step(steps["gradops"], args.steps)
+    replaced_ms = _replaced_torch_ms_per_step(steps["torch"], args.steps)
     gradops_ms = sum(per_op.values())
     layout = "channels_last" if channels_last else "NCHW"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -107,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  speedup (torch / gradops, best rounds): {best['torch'] / best['gradops']:.2f}x")
     print(f"  gradops operators: {gradops_ms:.1f} ms of the {best['gradops']:.1f} ms step "
           f"({100 * gradops_ms / best['gradops']:.0f}%, profiled)")
+    print(f"  the torch operators they replace: {replaced_ms:.1f} ms of the {best['torch']:.1f} ms step "
+          f"({100 * replaced_ms / best['torch']:.0f}%, profiled)")
     for key, ms in sorted(per_op.items(), key=lambda item: -item[1]):
         print(f"    {key:45s} {ms:7.2f} ms")
     return 0
