@@ -23,7 +23,7 @@ pytestmark = pytest.mark.peers
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """CI runs two test processes on two cores: torch's OpenMP teams of 2 threads would then
-    wait on each other's preempted threads (a channels_last batch norm measured 60x slower)."""
+    wait on each other's preempted threads (a channels_last batch norm measured 68x slower)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
