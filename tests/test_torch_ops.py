@@ -180,6 +180,18 @@ def test_interpolate_matches_torch(case):
         assert dx.is_contiguous(memory_format=torch.channels_last)
 
 
+@pytest.mark.parametrize("mode, align_corners", [("trilinear", False), ("trilinear", True), ("nearest", None),
+                                                  ("nearest-exact", None)])
+def test_interpolate_5d_matches_torch(mode, align_corners):
+    x = torch.randn(2, 3, 4, 5, 6, generator=torch.Generator().manual_seed(9))
+    x_in, x64 = _leaf(x), _leaf(x.double())
+    y = gt.interpolate(x_in, size=(7, 3, 9), mode=mode, align_corners=align_corners)
+    y64 = F.interpolate(x64, size=(7, 3, 9), mode=mode, align_corners=align_corners)
+    _close(y, y64, torch.float32, "y")
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(10))
+    _close(_grads(y, [x_in], dy)[0], _grads(y64, [x64], dy.double())[0], torch.float32, "dx")
+
+
 def test_nearest_interpolate_forward_is_exact_in_float32():
     x = torch.randn(2, 3, 5, 7)
     for mode in ("nearest", "nearest-exact"):
