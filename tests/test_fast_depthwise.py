@@ -257,6 +257,41 @@ def test_thread_count_does_not_change_bits(on_each_thread_count):
         np.testing.assert_array_equal(bits(a), bits(b))
 
 
+def _nhwc_view(array: np.ndarray, layout: str) -> np.ndarray:
+    """An NHWC-indexed view of ``array`` [N, H, W, C] stored NHWC, NCHW, or NCHW inside an array
+    twice as wide (W stride 2: positions not unit-stride, harmless only where W = 1)."""
+    if layout == "NHWC":
+        return array.copy()
+    if layout == "NCHW":
+        return np.ascontiguousarray(array.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+    wide = np.zeros(array.shape[:2] + (2 * array.shape[2], array.shape[3]), array.dtype)
+    wide[:, :, ::2] = array
+    return np.ascontiguousarray(wide.transpose(0, 3, 1, 2))[..., ::2].transpose(0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("x_layout, dy_layout", [("NHWC", "NCHW"), ("NCHW", "NHWC"), ("NCHW-wide", "NCHW"),
+                                                 ("NCHW-wide", "NHWC")])
+def test_one_column_inputs_in_mixed_layouts(x_layout, dy_layout):
+    """W = 1 rows are read in place whatever their W stride (one position): the padding's column
+    shift must then count positions, not strides. An NHWC x with an NCHW dy (gradops.torch found
+    it) and an NCHW x whose W stride is 2, padded by 1, against brute force."""
+    rng = np.random.default_rng(3)
+    n, h, w, c, pad = 2, 5, 1, 3, (1, 1)
+    x = random_values(rng, (n, h, w, c), np.dtype(np.float32))
+    f = random_values(rng, (3, 3, c, 1), np.dtype(np.float32))
+    dy = random_values(rng, (n, h, w + 2, c), np.dtype(np.float32))
+    args = (1, 1, 1, 1, *pad)
+    x_in, dy_in = _nhwc_view(x, x_layout), _nhwc_view(dy, dy_layout)
+    df = np.empty((3, 3, c, 1), np.float32)
+    fast.backprop_filter(x_in, dy_in, df, *args)
+    check(df, brute_backprop_filter(x, dy, 3, 3, (1, 1), (1, 1), pad),
+          brute_backprop_filter(np.abs(x), np.abs(dy), 3, 3, (1, 1), (1, 1), pad), n * h * (w + 2), np.dtype(np.float32))
+    y = np.empty((n, h, w + 2, c), np.float32)
+    fast.conv_forward(x_in, f, y, *args)
+    check(y, brute_forward(x, f, h, w + 2, (1, 1), (1, 1), pad),
+          brute_forward(np.abs(x), np.abs(f), h, w + 2, (1, 1), (1, 1), pad), 9, np.dtype(np.float32))
+
+
 def test_backprop_filter_reduces_many_rows():
     """More rows than reduction chunks, and more columns than lanes."""
     rng = np.random.default_rng(4)

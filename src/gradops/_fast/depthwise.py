@@ -945,7 +945,9 @@ def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct
                             continue
                         lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
                         if planar:  # x index of (c, ox): so + c*channel_stride + ox
-                            so[nt] = row + (r * plane_len + q_shift if not direct_in else q_shift * x_st[2])
+                            # (rows read in place have unit position stride and r = 0: stride 1; with
+                            # one position its stride is arbitrary, and only q = 0 is read)
+                            so[nt] = row + r * plane_len + q_shift
                         else:  # x index of (ox, k): so + ox*pitch + k
                             so[nt] = row + (r * plane_len + q_shift) * pitch
                         nt += 1
@@ -1372,7 +1374,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
                             continue
                         t = ky * fw + kx
                         if planar:
-                            x_col = x_row + (r * plane_len + q_shift if not direct_x else q_shift * x_st[2])
+                            x_col = x_row + r * plane_len + q_shift  # as in _forward_kernel
                             for k in range(width):
                                 _lane_dot(lanes, (t * width + k) * _LANES, ds, d0 + k * d_ch,
                                           xs, x_col + (k // mult) * x_ch, ox_lo, ox_hi)

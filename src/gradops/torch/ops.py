@@ -106,12 +106,6 @@ def depthwise_conv2d_backward_weight(x: torch.Tensor, dy: torch.Tensor, weight_s
                                      stride: Sequence[int], padding: Sequence[int],
                                      dilation: Sequence[int]) -> torch.Tensor:
     backend = use_torch_threads()
-    # x and dy in one memory format: gradops' fast backprop-filter gave wrong sums for a
-    # channels_last x with an NCHW dy when padding widens a width-1 input (tests/test_torch_ops.py,
-    # test_fast_backprop_filter_mixed_layouts); in training they share a format anyway.
-    memory_format = suggest_memory_format(x)
-    if suggest_memory_format(dy) != memory_format:
-        dy = dy.contiguous(memory_format=memory_format)
     dweight = x.new_empty(tuple(weight_size))
     channels = x.shape[1]
     tf_dfilter = _tf_filter(dweight, channels)
