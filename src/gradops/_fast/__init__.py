@@ -30,6 +30,59 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   callers keep the arrays alive.
 """
 
-from numba import njit
+import logging
+import threading
+import time
+
+import numpy as np
+from numba import njit, types
+from numba.core import event
 
 row_njit = njit(_nrt=False)
+
+log = logging.getLogger("gradops")
+
+
+def _kernel_dtype(args: tuple) -> str:
+    """What a kernel signature computes on, for the log: int64 arrays are indices and counters,
+    half types travel as uint16 bits beside float32 accumulators, and ReLU moves every type as
+    unsigned bits of its size."""
+    dtypes = [np.dtype(str(arg.dtype)) for arg in args
+              if isinstance(arg, types.Array) and str(arg.dtype) != "int64"]
+    floats = [dtype for dtype in dtypes if dtype.kind == "f"]
+    if floats and np.dtype(np.uint16) in dtypes:
+        return "float16/bfloat16"
+    if floats:
+        return str(floats[0])
+    if dtypes:
+        return f"{dtypes[0].itemsize * 8}-bit elements"
+    return "int64"
+
+
+class _CompileLog(event.Listener):
+    """Logs one INFO line before numba compiles a kernel (issue 23, cold start: a first call must
+    not look like a hang). numba raises ``numba:compile`` only on a miss of both the in-process
+    overloads and the disk cache, and once per callee as well: only the outermost compile of a
+    thread is logged, which is the kernel a call dispatched."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def on_start(self, ev: event.Event) -> None:
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0:
+            self._local.start = time.perf_counter()
+            function = ev.data["dispatcher"].py_func
+            family = function.__module__.rsplit(".", 1)[-1]
+            log.info("compiling %s kernel %s for %s (first use; cached afterwards)", family,
+                     function.__name__.strip("_"), _kernel_dtype(ev.data["args"]))
+
+    def on_end(self, ev: event.Event) -> None:
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            function = ev.data["dispatcher"].py_func
+            log.debug("compiled %s in %.1f s", function.__qualname__, time.perf_counter() - self._local.start)
+
+
+event.register("numba:compile", _CompileLog())
