@@ -34,9 +34,9 @@ import gradops
 from gradops.warmup import WarmupCase
 print(f"import {time.perf_counter() - start:.2f}")
 for call in WarmupCase(*sys.argv[1:4]).calls():
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     call()
-    print(f"call {time.perf_counter() - start:.2f}", flush=True)
+    print(f"call {time.perf_counter() - start:.2f} {time.process_time() - cpu:.2f}", flush=True)
 """
 
 
@@ -59,17 +59,20 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", CHILD, *case.split()], env=fresh_env(src, cache),
                                  capture_output=True, text=True)
             total = time.perf_counter() - start
-        calls = [float(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("call")]
+        calls = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("call")]
         status = "" if out.returncode == 0 else f"  FAILED {out.stderr.strip().splitlines()[-1:]}"
-        print(f"{case:56s} first call {calls[0] if calls else float('nan'):7.1f} s   calls {calls}   "
-              f"process {total:6.1f} s{status}", flush=True)
+        first = calls[0] if calls else ["nan", "nan"]
+        print(f"{case:56s} first call {first[0]:>7s} s (CPU {first[1]:>7s} s)   later calls (wall, CPU) "
+              f"{calls[1:]}   process {total:6.1f} s{status}", flush=True)
     if args.examples:
         with tempfile.TemporaryDirectory() as cache:
-            start = time.perf_counter()
+            start, children = time.perf_counter(), os.times()
             out = subprocess.run([sys.executable, "-m", "gradops.cli", "examples"], env=fresh_env(src, cache),
                                  capture_output=True, text=True)
-            print(f"{'gradops examples':56s} {time.perf_counter() - start:7.1f} s  exit {out.returncode}  "
-                  f"{out.stdout.strip().splitlines()[-1]}", flush=True)
+            after = os.times()
+            cpu = after.children_user + after.children_system - children.children_user - children.children_system
+            print(f"{'gradops examples':56s} {time.perf_counter() - start:7.1f} s (CPU {cpu:.1f} s)  exit "
+                  f"{out.returncode}  {out.stdout.strip().splitlines()[-1]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ thread in a fixed order, so results are bit-identical whatever the thread count.
 are the calling thread and ``numba.get_num_threads() - 1`` helpers (``pool.py``; set with
 ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads``); no kernel uses an OpenMP parallel region.
 
+The disk cache is numba's: ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside these sources
+if it is writable, else the user cache directory (``$XDG_CACHE_HOME/numba``, by default
+``~/.cache/numba``), so a read-only install works (tests/test_cold_start.py). numba is not told
+where to cache by gradops: setting ``NUMBA_CACHE_DIR`` would move every other numba user's
+cache in the process too, and would do nothing once numba is imported.
+
 Compile time (a first call from an empty cache; ``gradops examples`` on a fresh machine):
 
 * numba types a call to another jitted function with its literal arguments first, and compiles
@@ -13,6 +19,12 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   ``0`` and is passed on (``nt``, ``count``, ``taps``) therefore compiled its callee twice;
   such counters start at ``np.int64(0)``. Literal flags are passed on purpose where a
   specialisation pays (``stream`` in the depthwise kernels: the stores are fixed at compile time).
+* A kernel compiles the branches its call can take and no others: the entry code decides, from
+  the plan, which branches are possible (layout, store kind, which row paths), and the kernel is
+  built for that set by a cached factory (``_contract_kernel``, ``_backprop_input_kernel_for``,
+  ``_forward_kernel_for``) whose flags are closure constants; numba prunes a branch on a constant
+  False before typing it, so its callees are never compiled. Each set is its own entry in the
+  disk cache.
 * ``inline="always"`` inlines at numba's IR level, copying the callee's IR into every call site
   (most of the compile time was ``copy.deepcopy``). It is kept for the small register-blocked
   leaves, which LLVM might not inline; the functions that call them once per row segment are
