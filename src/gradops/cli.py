@@ -8,7 +8,9 @@ Every user error (bad JSON, a bad descriptor, a missing file) prints one line st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -19,9 +21,10 @@ from .errors import GradopsError
 
 # Subcommands that live in their own modules (imported only when used).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("gradops.bench.cli", "benchmark suite S1 against PyTorch, TensorFlow and JAX"),
+    "bench": ("gradops.bench.cli", "benchmark suites S1, S2 and the size sweep against PyTorch, TensorFlow and JAX"),
     "vectors": ("gradops.conformance.cli_vectors", "export or replay the conformance test-vector corpus"),
     "check": ("gradops.conformance.cli_check", "compare gradops live with TensorFlow, PyTorch, JAX and ONNX"),
+    "warmup": ("gradops.warmup", "compile the fast kernels ahead, into the disk cache, in parallel processes"),
 }
 
 
@@ -128,12 +131,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _compile_progress():
+    """A first call that compiles kernels logs one line per kernel (logger ``gradops``, INFO; see
+    gradops._fast): the command shows them on stderr, so a cold start does not look like a hang."""
+    logger = logging.getLogger("gradops")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gradops: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if hasattr(args, "func"):
-            return args.func(args)
-        return importlib.import_module(args.module).main(args)
+        with _compile_progress():
+            if hasattr(args, "func"):
+                return args.func(args)
+            return importlib.import_module(args.module).main(args)
     except GradopsError as exc:
         print(f"gradops: error: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,12 @@ thread in a fixed order, so results are bit-identical whatever the thread count.
 are the calling thread and ``numba.get_num_threads() - 1`` helpers (``pool.py``; set with
 ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads``); no kernel uses an OpenMP parallel region.
 
+The disk cache is numba's: ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside these sources
+if it is writable, else the user cache directory (``$XDG_CACHE_HOME/numba``, by default
+``~/.cache/numba``), so a read-only install works (tests/test_cold_start.py). numba is not told
+where to cache by gradops: setting ``NUMBA_CACHE_DIR`` would move every other numba user's
+cache in the process too, and would do nothing once numba is imported.
+
 Compile time (a first call from an empty cache; ``gradops examples`` on a fresh machine):
 
 * numba types a call to another jitted function with its literal arguments first, and compiles
@@ -13,6 +19,12 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   ``0`` and is passed on (``nt``, ``count``, ``taps``) therefore compiled its callee twice;
   such counters start at ``np.int64(0)``. Literal flags are passed on purpose where a
   specialisation pays (``stream`` in the depthwise kernels: the stores are fixed at compile time).
+* A kernel compiles the branches its call can take and no others: the entry code decides, from
+  the plan, which branches are possible (layout, store kind, which row paths), and the kernel is
+  built for that set by a cached factory (``_contract_kernel``, ``_backprop_input_kernel_for``,
+  ``_forward_kernel_for``) whose flags are closure constants; numba prunes a branch on a constant
+  False before typing it, so its callees are never compiled. Each set is its own entry in the
+  disk cache.
 * ``inline="always"`` inlines at numba's IR level, copying the callee's IR into every call site
   (most of the compile time was ``copy.deepcopy``). It is kept for the small register-blocked
   leaves, which LLVM might not inline; the functions that call them once per row segment are
@@ -30,6 +42,59 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   callers keep the arrays alive.
 """
 
-from numba import njit
+import logging
+import threading
+import time
+
+import numpy as np
+from numba import njit, types
+from numba.core import event
 
 row_njit = njit(_nrt=False)
+
+log = logging.getLogger("gradops")
+
+
+def _kernel_dtype(args: tuple) -> str:
+    """What a kernel signature computes on, for the log: int64 arrays are indices and counters,
+    half types travel as uint16 bits beside float32 accumulators, and ReLU moves every type as
+    unsigned bits of its size."""
+    dtypes = [np.dtype(str(arg.dtype)) for arg in args
+              if isinstance(arg, types.Array) and str(arg.dtype) != "int64"]
+    floats = [dtype for dtype in dtypes if dtype.kind == "f"]
+    if floats and np.dtype(np.uint16) in dtypes:
+        return "float16/bfloat16"
+    if floats:
+        return str(floats[0])
+    if dtypes:
+        return f"{dtypes[0].itemsize * 8}-bit elements"
+    return "int64"
+
+
+class _CompileLog(event.Listener):
+    """Logs one INFO line before numba compiles a kernel (issue 23, cold start: a first call must
+    not look like a hang). numba raises ``numba:compile`` only on a miss of both the in-process
+    overloads and the disk cache, and once per callee as well: only the outermost compile of a
+    thread is logged, which is the kernel a call dispatched."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def on_start(self, ev: event.Event) -> None:
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0:
+            self._local.start = time.perf_counter()
+            function = ev.data["dispatcher"].py_func
+            family = function.__module__.rsplit(".", 1)[-1]
+            log.info("compiling %s kernel %s for %s (first use; cached afterwards)", family,
+                     function.__name__.strip("_"), _kernel_dtype(ev.data["args"]))
+
+    def on_end(self, ev: event.Event) -> None:
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            function = ev.data["dispatcher"].py_func
+            log.debug("compiled %s in %.1f s", function.__qualname__, time.perf_counter() - self._local.start)
+
+
+event.register("numba:compile", _CompileLog())

@@ -885,222 +885,246 @@ def _stage_planar(src, base, pos_stride, ch_stride, n_pos, channels, planes, pla
 
 # --- forward ---------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
-                    y_direct, direct_out, geo, planar, kind, rows_per_job):
-    n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-    fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
-                                             geo[15])
-    width = chans * mult
-    plane_len = (in_w + sw - 1) // sw
-    row_len = (pitch if not planar else chans) * sw * plane_len
-    ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
-    jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
-    acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
-    columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    seen = begin(counters, epoch, role)
-    items = n_batch * jobs_per_image
-    while True:
-        pool_chunk = claim(counters)
-        if pool_chunk >= pool_chunks:
-            end(epoch, role, seen)
-            return
-        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
-            b = job // jobs_per_image
-            oy0 = (job - b * jobs_per_image) * rows_per_job
-            oy1 = min(out_h, oy0 + rows_per_job)
-            ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
-            tags = np.full(ring_rows, -1, np.int64)
-            src = x_direct if direct_in else ring
-            acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
-            so = np.empty(fh * fw, np.int64)
-            tap = np.empty(fh * fw, np.int64)
-            lo = np.empty(fh * fw, np.int64)
-            hi = np.empty(fh * fw, np.int64)
-            weight = np.empty(fh * fw, wv.dtype)
-            scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
-            x_base = x_off + b * x_st[0]
-            for oy in range(oy0, oy1):
-                nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
-                for ky in range(fh):
-                    iy = oy * sh - pt + ky * dh
-                    if iy < 0 or iy >= in_h:
-                        continue
-                    if direct_in:
-                        row = x_base + iy * x_st[1]
-                    else:
-                        slot = iy % ring_rows
-                        row = slot * row_len
-                        if tags[slot] != iy:
-                            tags[slot] = iy
-                            if planar:
-                                _stage_planar(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw, plane_len,
-                                              ring, row, kind)
-                            else:
-                                _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
-                                                     sw, plane_len, pitch, ring, row, kind)
-                    for kx in range(fw):
-                        ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
-                        if ox_hi <= ox_lo:
+@functools.lru_cache(maxsize=None)
+def _forward_kernel_for(planar_path: bool):
+    """``_forward_kernel`` for planar (NCHW) or channels-last rows: numba prunes the branches of
+    the other layout before typing them, so a call compiles only its layout's row code (issue 23,
+    cold start). ``planar_path`` is the kernel's ``planar`` argument."""
+
+    @njit(cache=True, nogil=True)
+    def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
+                        y_direct, direct_out, geo, planar, kind, rows_per_job):
+        n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+        fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
+                                                 geo[15])
+        width = chans * mult
+        plane_len = (in_w + sw - 1) // sw
+        row_len = (pitch if not planar else chans) * sw * plane_len
+        ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
+        jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
+        acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
+        columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
+        seen = begin(counters, epoch, role)
+        items = n_batch * jobs_per_image
+        while True:
+            pool_chunk = claim(counters)
+            if pool_chunk >= pool_chunks:
+                end(epoch, role, seen)
+                return
+            for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+                b = job // jobs_per_image
+                oy0 = (job - b * jobs_per_image) * rows_per_job
+                oy1 = min(out_h, oy0 + rows_per_job)
+                ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+                tags = np.full(ring_rows, -1, np.int64)
+                src = x_direct if direct_in else ring
+                acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
+                so = np.empty(fh * fw, np.int64)
+                tap = np.empty(fh * fw, np.int64)
+                lo = np.empty(fh * fw, np.int64)
+                hi = np.empty(fh * fw, np.int64)
+                weight = np.empty(fh * fw, wv.dtype)
+                scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+                x_base = x_off + b * x_st[0]
+                for oy in range(oy0, oy1):
+                    nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
+                    for ky in range(fh):
+                        iy = oy * sh - pt + ky * dh
+                        if iy < 0 or iy >= in_h:
                             continue
-                        lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
-                        if planar:  # x index of (c, ox): so + c*channel_stride + ox
-                            # (rows read in place have unit position stride and r = 0: stride 1; with
-                            # one position its stride is arbitrary, and only q = 0 is read)
-                            so[nt] = row + r * plane_len + q_shift
-                        else:  # x index of (ox, k): so + ox*pitch + k
-                            so[nt] = row + (r * plane_len + q_shift) * pitch
-                        nt += 1
-                y_row = y_off + b * y_st[0] + oy * y_st[1]
-                acc_row = y_row if direct_out else 0
-                if planar:
-                    channel_stride = x_st[3] if direct_in else sw * plane_len
-                    for k in range(width):
-                        for t in range(nt):
-                            weight[t] = wv[tap[t] * pitch + k]
-                        _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
-                                           weight, lo, hi, nt, scratch)
-                else:  # no run requested: typed int64, since literals would compile second copies of
-                    # _fill_plane_blocked and _taps_rows (first float32 call from an empty cache: 116 s, not 90)
-                    _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv, scratch,
-                                        direct_in, False, x, np.int64(0), np.int64(0))
-                if direct_out:
-                    continue
-                if planar:
-                    for k in range(width):
-                        _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
-                elif y_st[3] == 1 and y_st[2] == width:
-                    _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
-                else:
-                    for ox in range(out_w):
-                        _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
-        finish(counters)
+                        if direct_in:
+                            row = x_base + iy * x_st[1]
+                        else:
+                            slot = iy % ring_rows
+                            row = slot * row_len
+                            if tags[slot] != iy:
+                                tags[slot] = iy
+                                if planar_path:
+                                    _stage_planar(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, sw,
+                                                  plane_len, ring, row, kind)
+                                else:
+                                    _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
+                                                         sw, plane_len, pitch, ring, row, kind)
+                        for kx in range(fw):
+                            ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
+                            if ox_hi <= ox_lo:
+                                continue
+                            lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
+                            if planar_path:  # x index of (c, ox): so + c*channel_stride + ox
+                                # (rows read in place have unit position stride and r = 0: stride 1; with
+                                # one position its stride is arbitrary, and only q = 0 is read)
+                                so[nt] = row + r * plane_len + q_shift
+                            else:  # x index of (ox, k): so + ox*pitch + k
+                                so[nt] = row + (r * plane_len + q_shift) * pitch
+                            nt += 1
+                    y_row = y_off + b * y_st[0] + oy * y_st[1]
+                    acc_row = y_row if direct_out else 0
+                    if planar_path:
+                        channel_stride = x_st[3] if direct_in else sw * plane_len
+                        for k in range(width):
+                            for t in range(nt):
+                                weight[t] = wv[tap[t] * pitch + k]
+                            _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
+                                               weight, lo, hi, nt, scratch)
+                    else:  # no run requested: typed int64, since literals would compile second copies of
+                        # _fill_plane_blocked and _taps_rows (first float32 call from an empty cache: 116 s, not 90)
+                        _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
+                                            scratch, direct_in, False, x, np.int64(0), np.int64(0))
+                    if direct_out:
+                        continue
+                    if planar_path:
+                        for k in range(width):
+                            _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
+                    elif y_st[3] == 1 and y_st[2] == width:
+                        _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
+                    else:
+                        for ox in range(out_w):
+                            _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
+            finish(counters)
+
+    return _forward_kernel
 
 
 # --- backprop input --------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx, dx_off,
-                           dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind, rows_per_job,
-                           margin_l, margin_r):
-    """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
-    straight from the registers to dx (every position on a 64-byte line), so the stores drain
-    while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer, then
-    written as one run (rounded, or its M = 2 sums added: ``_streams_rows``). ``margin_l`` /
-    ``margin_r`` (stride 1, staged rows, finite weights; see ``_zero_margins``): zero positions on
-    each side of every staged dy row, so that every tap of a row reaches every dx column and the
-    row is one segment, without edges."""
-    n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-    fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
-                                             geo[15])
-    width = chans * mult
-    plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
-    row_len = (margin_l + out_w + margin_r) * pitch
-    ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
-    jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
-    acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
-    columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
-    # Staged channels-last rows of one run from beyond the caches: while a dx row is summed, the dy
-    # row the next one stages is requested (_PREFETCH_STAGED_BYTES), so that staging it does not
-    # wait on memory.
-    prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
-        and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
-    seen = begin(counters, epoch, role)
-    items = n_batch * jobs_per_image
-    while True:
-        pool_chunk = claim(counters)
-        if pool_chunk >= pool_chunks:
-            end(epoch, role, seen)
-            return
-        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
-            b = job // jobs_per_image
-            iy0 = (job - b * jobs_per_image) * rows_per_job
-            iy1 = min(in_h, iy0 + rows_per_job)
-            ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
-            tags = np.full(ring_rows, -1, np.int64)
-            for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
-                ring[slot * row_len:slot * row_len + margin_l * pitch] = 0
-                ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
-            src = dy_direct if direct_in else ring
-            if stream_rows:
-                acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
-            else:
-                acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)  # [r][q][k] or [k][r][q]
-            combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
-            so = np.empty(fh * fw, np.int64)
-            tap = np.empty(fh * fw, np.int64)
-            lo = np.empty(fh * fw, np.int64)
-            hi = np.empty(fh * fw, np.int64)
-            weight = np.empty(fh * fw, wv.dtype)
-            scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
-            dy_base = dy_off + b * dy_st[0]
-            for iy in range(iy0, iy1):
-                dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
-                acc_row = dx_row if direct_out and not stream_rows else 0
-                ahead = ahead_n = np.int64(0)  # no dy row requested yet
-                for r in range(min(sw, in_w)):
-                    n_pos = (in_w - r + sw - 1) // sw
-                    nt = np.int64(0)
-                    for ky in range(fh):
-                        t = iy + pt - ky * dh
-                        if t < 0:
-                            break
-                        oy = t // sh
-                        if oy * sh != t or oy >= out_h:
-                            continue
-                        if direct_in:
-                            row = dy_base + oy * dy_st[1]
-                        else:
-                            slot = oy % ring_rows
-                            row = slot * row_len + margin_l * pitch
-                            if tags[slot] != oy:
-                                tags[slot] = oy
-                                if planar:
-                                    _stage_planar(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
-                                                  out_w, ring, row, kind)
-                                else:
-                                    _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width,
-                                                         1, 1, out_w, pitch, ring, row, kind)
-                                    if prefetch_staged and oy + 1 < out_h:
-                                        ahead, ahead_n = dy_base + (oy + 1) * dy_st[1], out_w * width
-                        for kx in range(fw):
-                            ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
-                            q_shift = columns[kx, 3]
-                            if kx_plane != r or ox_hi <= ox_lo:
+@functools.lru_cache(maxsize=None)
+def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
+    """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
+    stream_rows, not direct_out): numba prunes the branches a False flag rules out before typing
+    them, so a call compiles only the row code its plan runs (issue 23, cold start): the tap
+    paths of ``_fill_plane_blocked`` with ``stream`` = True for a dx streamed in place (beyond
+    the cache), with False otherwise, never both. A branch that is kept is taken on the same
+    conditions (``stream_in_place`` implies ``direct_out``)."""
+    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path = path
+    plain_stores_path = not stream_in_place_path
+
+    @njit(cache=True, nogil=True)
+    def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx,
+                               dx_off, dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind,
+                               rows_per_job, margin_l, margin_r):
+        """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
+        straight from the registers to dx (every position on a 64-byte line), so the stores drain
+        while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer, then
+        written as one run (rounded, or its M = 2 sums added: ``_streams_rows``). ``margin_l`` /
+        ``margin_r`` (stride 1, staged rows, finite weights; see ``_zero_margins``): zero positions on
+        each side of every staged dy row, so that every tap of a row reaches every dx column and the
+        row is one segment, without edges."""
+        n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+        fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
+                                                 geo[15])
+        width = chans * mult
+        plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
+        row_len = (margin_l + out_w + margin_r) * pitch
+        ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
+        jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
+        acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
+        columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
+        # Staged channels-last rows of one run from beyond the caches: while a dx row is summed, the dy
+        # row the next one stages is requested (_PREFETCH_STAGED_BYTES), so that staging it does not
+        # wait on memory.
+        prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
+            and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
+        seen = begin(counters, epoch, role)
+        items = n_batch * jobs_per_image
+        while True:
+            pool_chunk = claim(counters)
+            if pool_chunk >= pool_chunks:
+                end(epoch, role, seen)
+                return
+            for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+                b = job // jobs_per_image
+                iy0 = (job - b * jobs_per_image) * rows_per_job
+                iy1 = min(in_h, iy0 + rows_per_job)
+                ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+                tags = np.full(ring_rows, -1, np.int64)
+                for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
+                    ring[slot * row_len:slot * row_len + margin_l * pitch] = 0
+                    ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
+                src = dy_direct if direct_in else ring
+                if stream_rows:
+                    acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
+                else:
+                    # [r][q][k] or [k][r][q]
+                    acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)
+                combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
+                so = np.empty(fh * fw, np.int64)
+                tap = np.empty(fh * fw, np.int64)
+                lo = np.empty(fh * fw, np.int64)
+                hi = np.empty(fh * fw, np.int64)
+                weight = np.empty(fh * fw, wv.dtype)
+                scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+                dy_base = dy_off + b * dy_st[0]
+                for iy in range(iy0, iy1):
+                    dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
+                    acc_row = dx_row if direct_out and not stream_rows else 0
+                    ahead = ahead_n = np.int64(0)  # no dy row requested yet
+                    for r in range(min(sw, in_w)):
+                        n_pos = (in_w - r + sw - 1) // sw
+                        nt = np.int64(0)
+                        for ky in range(fh):
+                            t = iy + pt - ky * dh
+                            if t < 0:
+                                break
+                            oy = t // sh
+                            if oy * sh != t or oy >= out_h:
                                 continue
-                            # dx column q = ox + q_shift of plane r reads dy column ox
-                            if margin_l + margin_r:  # stride 1: column ox = q - q_shift, margins too
-                                lo[nt], hi[nt] = max(0, q_shift - margin_l), min(n_pos, q_shift + out_w + margin_r)
+                            if direct_in:
+                                row = dy_base + oy * dy_st[1]
                             else:
-                                lo[nt], hi[nt] = ox_lo + q_shift, ox_hi + q_shift
-                            tap[nt] = ky * fw + kx
-                            so[nt] = row - q_shift * (1 if planar else pitch)
-                            nt += 1
-                    if planar:
-                        channel_stride = dy_st[3] if direct_in else out_w
-                        for k in range(width):
-                            for t in range(nt):
-                                weight[t] = wv[tap[t] * pitch + k]
-                            _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
-                                               k * channel_stride, weight, lo, hi, nt, scratch)
-                    elif direct_out and stream_in_place:  # positions r, r + sw, ... of the dx row itself
-                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n)
-                    elif direct_out:
-                        _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                            lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
-                    else:  # residue plane r of the row buffer, [r][q][k]
-                        _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos, src, so,
-                                            tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
-                    ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
-                if stream_rows and mult == 1:
-                    _stream_row(acc, in_w * chans, dx, dx_row, kind)
-                elif not direct_out:
-                    _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind,
-                                  stream_rows)
-        if stream_rows or stream_in_place:
-            simd.store_fence()  # the rows are visible before the chunk is reported done
-        finish(counters)
+                                slot = oy % ring_rows
+                                row = slot * row_len + margin_l * pitch
+                                if tags[slot] != oy:
+                                    tags[slot] = oy
+                                    if planar_path:
+                                        _stage_planar(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w, width, 1,
+                                                      out_w, ring, row, kind)
+                                    else:
+                                        _stage_channels_last(dy, dy_base + oy * dy_st[1], dy_st[2], dy_st[3], out_w,
+                                                             width, 1, 1, out_w, pitch, ring, row, kind)
+                                        if prefetch_staged and oy + 1 < out_h:
+                                            ahead, ahead_n = dy_base + (oy + 1) * dy_st[1], out_w * width
+                            for kx in range(fw):
+                                ox_lo, ox_hi, kx_plane = columns[kx, 0], columns[kx, 1], columns[kx, 2]
+                                q_shift = columns[kx, 3]
+                                if kx_plane != r or ox_hi <= ox_lo:
+                                    continue
+                                # dx column q = ox + q_shift of plane r reads dy column ox
+                                if margin_l + margin_r:  # stride 1: column ox = q - q_shift, margins too
+                                    lo[nt], hi[nt] = max(0, q_shift - margin_l), min(n_pos, q_shift + out_w + margin_r)
+                                else:
+                                    lo[nt], hi[nt] = ox_lo + q_shift, ox_hi + q_shift
+                                tap[nt] = ky * fw + kx
+                                so[nt] = row - q_shift * (1 if planar else pitch)
+                                nt += 1
+                        if planar_path:
+                            channel_stride = dy_st[3] if direct_in else out_w
+                            for k in range(width):
+                                for t in range(nt):
+                                    weight[t] = wv[tap[t] * pitch + k]
+                                _fill_plane_scaled(acc, acc_row + k * acc_k + r * plane_len, n_pos, src, so,
+                                                   k * channel_stride, weight, lo, hi, nt, scratch)
+                        elif stream_in_place_path and direct_out and stream_in_place:
+                            # positions r, r + sw, ... of the dx row itself
+                            _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
+                                                lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n)
+                        elif plain_stores_path and direct_out:
+                            _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
+                                                lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
+                        elif row_buffer_path:  # residue plane r of the row buffer, [r][q][k]
+                            _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos,
+                                                src, so, tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead,
+                                                ahead_n)
+                        ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
+                    if stream_rows_path and stream_rows and mult == 1:
+                        _stream_row(acc, in_w * chans, dx, dx_row, kind)
+                    elif row_buffer_path and not direct_out:
+                        _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind,
+                                      stream_rows)
+            if stream_rows or stream_in_place:
+                simd.store_fence()  # the rows are visible before the chunk is reported done
+            finish(counters)
+
+    return _backprop_input_kernel
 
 
 @njit(inline="always")
@@ -1374,7 +1398,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
                             continue
                         t = ky * fw + kx
                         if planar:
-                            x_col = x_row + r * plane_len + q_shift  # as in _forward_kernel
+                            x_col = x_row + r * plane_len + q_shift  # as in the forward kernel
                             for k in range(width):
                                 _lane_dot(lanes, (t * width + k) * _LANES, ds, d0 + k * d_ch,
                                           xs, x_col + (k // mult) * x_ch, ox_lo, ox_hi)
@@ -1603,7 +1627,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left, pitch)
     rows_per_job = _rows_per_job(batch, out_h)
-    share(_forward_kernel, batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes, x_buf, x_off, x_st,
+    share(_forward_kernel_for(planar), batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes, x_buf, x_off, x_st,
           x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
           y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job)
@@ -1651,7 +1675,8 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
     if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
-    share(_backprop_input_kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
+    kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out))
+    share(kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
           _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)

@@ -1,0 +1,79 @@
+"""First calls from an empty kernel cache (issue 23, "Cold start"): each case in a new process
+with NUMBA_CACHE_DIR set to a new empty folder, timing every call of the case's
+gradops.warmup.WarmupCase (the first one pays numba's import and the compile of what it uses),
+then `gradops examples`.
+
+    python benchmarks/cold_start.py [--src SRC] [--examples] [CASE ...]   (CASE: "op dtype layout")
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_CASES = [
+    "relu_grad float32 NCHW",
+    "relu_grad float16 NCHW",
+    "resample_grad float32 NCHW",
+    "resample_grad float16 NCHW",
+    "resample float32 NCHW",
+    "depthwise_conv2d_native_backprop_input float32 NHWC",
+    "depthwise_conv2d_native_backprop_input float32 NCHW",
+    "depthwise_conv2d_native_backprop_input float16 NHWC",
+    "depthwise_conv2d_native float32 NHWC",
+    "depthwise_conv2d_native_backprop_filter float32 NHWC",
+]
+
+CHILD = """
+import sys, time
+start = time.perf_counter()
+import gradops
+from gradops.warmup import WarmupCase
+print(f"import {time.perf_counter() - start:.2f}")
+for call in WarmupCase(*sys.argv[1:4]).calls():
+    start, cpu = time.perf_counter(), time.process_time()
+    call()
+    print(f"call {time.perf_counter() - start:.2f} {time.process_time() - cpu:.2f}", flush=True)
+"""
+
+
+def fresh_env(src: Path, cache: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(src), NUMBA_CACHE_DIR=cache, NUMBA_NUM_THREADS="2")
+    env.pop("GRADOPS_BACKEND", None)
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
+    parser.add_argument("--examples", action="store_true")
+    parser.add_argument("cases", nargs="*")
+    args = parser.parse_args()
+    src = Path(args.src)
+    for case in args.cases or DEFAULT_CASES:
+        with tempfile.TemporaryDirectory() as cache:
+            start = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", CHILD, *case.split()], env=fresh_env(src, cache),
+                                 capture_output=True, text=True)
+            total = time.perf_counter() - start
+        calls = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("call")]
+        status = "" if out.returncode == 0 else f"  FAILED {out.stderr.strip().splitlines()[-1:]}"
+        first = calls[0] if calls else ["nan", "nan"]
+        print(f"{case:56s} first call {first[0]:>7s} s (CPU {first[1]:>7s} s)   later calls (wall, CPU) "
+              f"{calls[1:]}   process {total:6.1f} s{status}", flush=True)
+    if args.examples:
+        with tempfile.TemporaryDirectory() as cache:
+            start, children = time.perf_counter(), os.times()
+            out = subprocess.run([sys.executable, "-m", "gradops.cli", "examples"], env=fresh_env(src, cache),
+                                 capture_output=True, text=True)
+            after = os.times()
+            cpu = after.children_user + after.children_system - children.children_user - children.children_system
+            print(f"{'gradops examples':56s} {time.perf_counter() - start:7.1f} s (CPU {cpu:.1f} s)  exit "
+                  f"{out.returncode}  {out.stdout.strip().splitlines()[-1]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
