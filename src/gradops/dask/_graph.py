@@ -1,0 +1,160 @@
+"""The blockwise machinery shared by every gradops.dask operator: chunk boundaries, the input
+range each output block reads, and the task graph that hands each block its input (halo
+included) and calls the in-memory gradops operator on it.
+
+Every operator here is a gather: output block ``b`` reads, along each axis, one contiguous range
+of each source array (its "needs"). The graph gives each output block one task that cuts the
+parts of the source chunks overlapping that range, joins them (``np.block``) and calls the block
+function. Ranges may reach any number of neighbouring chunks, so any chunking of the split axes
+is computable; the operators choose default output chunks aligned with their input chunks so
+that a block reads its own chunk plus a small halo.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import dask.array as da
+import numba
+import numpy as np
+from dask.array.core import normalize_chunks
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from ..errors import GradopsError, ShapeError
+
+Range = tuple[int, int]  # [lo, hi) along one axis
+
+
+def as_dask(name: str, value: Any) -> da.Array:
+    """A dask array (NumPy arrays are wrapped as one chunk); anything else is the caller's error."""
+    if isinstance(value, da.Array):
+        return value
+    if isinstance(value, np.ndarray):
+        return da.from_array(value, chunks=value.shape or ())
+    raise GradopsError.expected(name, "a dask.array.Array (or a NumPy array)", value)
+
+
+def shape_proxy(array: da.Array) -> np.ndarray:
+    """A NumPy array of ``array``'s shape and dtype that owns one element (zero strides): what
+    the NumPy API's validation helpers inspect, so the graph is validated when it is built."""
+    return np.broadcast_to(np.zeros((), dtype=array.dtype), array.shape)
+
+
+def output_chunks(name: str, chunks: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The caller's ``chunks=`` for an output of ``shape``, in dask's notation, normalised;
+    every size >= 1 and each axis summing to its size."""
+    try:
+        normal = normalize_chunks(chunks, shape=shape)
+    except (ValueError, TypeError) as exc:
+        raise ShapeError(name, f"not a chunking of shape {shape}: {exc}") from None
+    for axis, sizes in enumerate(normal):
+        if sum(sizes) != shape[axis] or any(size < 1 for size in sizes):
+            raise ShapeError.expected(f"{name}[{axis}]", f"chunk sizes >= 1 summing to {shape[axis]}", sizes)
+    return normal
+
+
+def bounds(sizes: Sequence[int]) -> np.ndarray:
+    """Chunk boundaries ``[0, s0, s0 + s1, ...]``."""
+    return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+
+
+def chunks_by_anchor(anchor: np.ndarray, source_sizes: Sequence[int]) -> tuple[int, ...]:
+    """Output chunks aligned with a source axis's chunks: output ``o`` goes to the chunk of the
+    source index ``anchor[o]`` (non-decreasing), and empty chunks are dropped."""
+    owner = np.searchsorted(bounds(source_sizes)[1:], anchor, side="right")
+    counts = np.bincount(owner, minlength=len(source_sizes))
+    return tuple(int(c) for c in counts if c)
+
+
+def _parts(chunk_bounds: np.ndarray, lo: int, hi: int) -> list[tuple[int, slice]]:
+    """The chunks that overlap ``[lo, hi)``, each with the slice of it that does."""
+    first = int(np.searchsorted(chunk_bounds, lo, side="right")) - 1
+    parts = []
+    chunk = first
+    while chunk_bounds[chunk] < hi:
+        start, stop = int(chunk_bounds[chunk]), int(chunk_bounds[chunk + 1])
+        parts.append((chunk, slice(max(lo, start) - start, min(hi, stop) - start)))
+        chunk += 1
+    return parts
+
+
+def _join(pieces: list, grid: tuple[int, ...], cuts: list[tuple[slice, ...]]) -> np.ndarray:
+    """The source range of one block: its chunks' overlapping parts, joined in place."""
+    cut = [piece[c] for piece, c in zip(pieces, cuts)]
+    if len(cut) == 1:
+        return cut[0]
+    nested: Any = np.empty(grid, dtype=object)
+    for position, part in zip(itertools.product(*map(range, grid)), cut):
+        nested[position] = part
+    return np.block(nested.tolist())
+
+
+def _source_task(source: da.Array, ranges: Sequence[Range]) -> tuple:
+    """A task computing ``source[ranges]`` from the chunks that hold it."""
+    per_axis = [_parts(bounds(sizes), lo, hi) for sizes, (lo, hi) in zip(source.chunks, ranges)]
+    keys, cuts = [], []
+    for combination in itertools.product(*per_axis):
+        keys.append((source.name, *(chunk for chunk, _ in combination)))
+        cuts.append(tuple(cut for _, cut in combination))
+    return (_join, keys, tuple(len(axis) for axis in per_axis), cuts)
+
+
+def _on_one_thread(function: Callable, *args: Any) -> Any:
+    """Run a block with one fast-backend thread. The fast backend's thread count is numba's
+    per-calling-thread setting; each dask thread runs one block at a time, so one kernel thread
+    per dask thread uses the threads dask gives the worker without oversubscribing them."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        return function(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
+def gather(label: str, sources: Sequence[da.Array], chunks: tuple[tuple[int, ...], ...],
+           plan_block: Callable[[tuple[Range, ...]], tuple[Sequence[tuple[Range, ...] | None], Any]],
+           block: Callable[..., np.ndarray], dtype: np.dtype, token: Any) -> da.Array:
+    """A dask array of ``chunks`` whose block with output ranges ``r`` (one ``[lo, hi)`` per
+    axis) is ``block(parameters, *source_blocks)``, where ``plan_block(r)`` returns, per source,
+    the ranges that block reads (None: not read, ``block`` receives None) and the block's
+    ``parameters``, computed once when the graph is built."""
+    name = f"gradops-{label}-{tokenize(token, *(s.name for s in sources), chunks)}"
+    axis_bounds = [bounds(sizes) for sizes in chunks]
+    graph: dict = {}
+    for index in itertools.product(*(range(len(sizes)) for sizes in chunks)):
+        ranges = tuple((int(b[i]), int(b[i + 1])) for b, i in zip(axis_bounds, index))
+        source_ranges, parameters = plan_block(ranges)
+        inputs = [None if need is None else _source_task(source, need)
+                  for source, need in zip(sources, source_ranges)]
+        graph[(name, *index)] = (_on_one_thread, block, parameters, *inputs)
+    layer = HighLevelGraph.from_collections(name, graph, dependencies=list(sources))
+    return da.Array(layer, name, chunks, dtype=dtype, meta=np.empty((0,) * len(chunks), dtype=dtype))
+
+
+def tree_sum(label: str, partials: da.Array, dtype: np.dtype, token: Any) -> da.Array:
+    """The sum over axis 0 of ``partials`` (one block per entry along it, the other axes one
+    chunk), added pairwise in a fixed tree: (p0 + p1) + (p2 + p3), ... by block index, whatever
+    the scheduler runs first, so the result is the same bits on every run."""
+    name = f"gradops-{label}-{tokenize(token, partials.name)}"
+    rest = (0,) * (partials.ndim - 1)
+    level = [(partials.name, i, *rest) for i in range(partials.numblocks[0])]
+    graph: dict = {}
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        paired = []
+        for i in range(0, len(level), 2):
+            key = (f"{name}-{depth}", i // 2, *rest)
+            graph[key] = (np.add, *level[i:i + 2]) if i + 1 < len(level) else (np.copy, level[i])
+            paired.append(key)
+        level = paired
+    graph[(name, *rest)] = (_squeeze_first, level[0])
+    layer = HighLevelGraph.from_collections(name, graph, dependencies=[partials])
+    shape_chunks = tuple((n,) for n in partials.shape[1:])
+    return da.Array(layer, name, shape_chunks, dtype=dtype, meta=np.empty((0,) * len(shape_chunks), dtype=dtype))
+
+
+def _squeeze_first(array: np.ndarray) -> np.ndarray:
+    return array[0]
