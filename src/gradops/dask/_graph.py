@@ -43,16 +43,18 @@ def shape_proxy(array: da.Array) -> np.ndarray:
 
 
 def output_chunks(name: str, chunks: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """The caller's ``chunks=`` for an output of ``shape``, in dask's notation, normalised;
-    every size >= 1 and each axis summing to its size."""
+    """The caller's ``chunks=`` for an output of ``shape`` in dask's notation (per axis a size,
+    -1 or explicit sizes), normalised; explicit sizes must be >= 1 and sum to the axis."""
+    if isinstance(chunks, (tuple, list)):
+        if len(chunks) != len(shape):
+            raise ShapeError.expected(name, f"{len(shape)} entries, one per axis of the result {shape}", chunks)
+        for axis, sizes in enumerate(chunks):
+            if isinstance(sizes, (tuple, list)) and (sum(sizes) != shape[axis] or any(s < 1 for s in sizes)):
+                raise ShapeError.expected(f"{name}[{axis}]", f"chunk sizes >= 1 summing to {shape[axis]}", sizes)
     try:
-        normal = normalize_chunks(chunks, shape=shape)
+        return normalize_chunks(chunks, shape=shape)
     except (ValueError, TypeError) as exc:
         raise ShapeError(name, f"not a chunking of shape {shape}: {exc}") from None
-    for axis, sizes in enumerate(normal):
-        if sum(sizes) != shape[axis] or any(size < 1 for size in sizes):
-            raise ShapeError.expected(f"{name}[{axis}]", f"chunk sizes >= 1 summing to {shape[axis]}", sizes)
-    return normal
 
 
 def bounds(sizes: Sequence[int]) -> np.ndarray:
@@ -101,14 +103,14 @@ def _source_task(source: da.Array, ranges: Sequence[Range]) -> tuple:
     return (_join, keys, tuple(len(axis) for axis in per_axis), cuts)
 
 
-def _on_one_thread(function: Callable, *args: Any) -> Any:
+def _on_one_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run a block with one fast-backend thread. The fast backend's thread count is numba's
     per-calling-thread setting; each dask thread runs one block at a time, so one kernel thread
     per dask thread uses the threads dask gives the worker without oversubscribing them."""
     previous = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        return function(*args)
+        return function(*args, **kwargs)
     finally:
         numba.set_num_threads(previous)
 

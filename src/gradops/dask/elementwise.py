@@ -3,10 +3,12 @@ call per block, so every chunking gives the in-memory call's bits."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array.core import unify_chunks
 
 from ..relu import _RANKS, RELU_DTYPES
 from ..relu import relu as numpy_relu
@@ -21,7 +23,7 @@ def relu(x: Any, *, backend: str | None = None) -> da.Array:
     x = as_dask("x", x)
     check_input("x", shape_proxy(x), dtypes=RELU_DTYPES, ranks=_RANKS)
     backend = resolve_backend(backend)
-    return da.map_blocks(_on_one_thread, _relu_block, x, backend, dtype=x.dtype,
+    return da.map_blocks(partial(_on_one_thread, _relu_block), x, backend=backend, dtype=x.dtype,
                          meta=np.empty((0,) * x.ndim, x.dtype))
 
 
@@ -33,13 +35,15 @@ def relu_grad(x: Any, dy: Any, *, backend: str | None = None) -> da.Array:
     dy_proxy = check_input("dy", shape_proxy(dy), dtypes=RELU_DTYPES, ranks=_RANKS)
     check_same("dy", dy_proxy, "x", x_proxy)
     backend = resolve_backend(backend)
-    return da.map_blocks(_on_one_thread, _relu_grad_block, x, dy, backend, dtype=x.dtype,
+    axes = tuple(range(x.ndim))
+    _, (x, dy) = unify_chunks(x, axes, dy, axes)  # blocks of both on the common refinement of their chunks
+    return da.map_blocks(partial(_on_one_thread, _relu_grad_block), x, dy, backend=backend, dtype=x.dtype,
                          meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-def _relu_block(x: np.ndarray, backend: str) -> np.ndarray:
+def _relu_block(x: np.ndarray, *, backend: str) -> np.ndarray:
     return numpy_relu(x, backend=backend)
 
 
-def _relu_grad_block(x: np.ndarray, dy: np.ndarray, backend: str) -> np.ndarray:
+def _relu_grad_block(x: np.ndarray, dy: np.ndarray, *, backend: str) -> np.ndarray:
     return numpy_relu_grad(x, dy, backend=backend)

@@ -35,6 +35,7 @@ from .._arrays import check_input
 from .._backend import resolve_backend
 from ..resample import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
                         RESAMPLE_DTYPES, _Op, _Plan, _plan, _run, _sizes)
+from ..errors import ShapeError
 from ._graph import Range, as_dask, chunks_by_anchor, gather, output_chunks, shape_proxy
 
 __all__ = ["resample", "resample1", "resample2", "resample_grad", "resample_grad1"]
@@ -112,13 +113,31 @@ class _Block:
     gradient: bool
     backend: str
     dtype: np.dtype
+    crop: tuple[slice, ...]  # the block within the computed range (see _widened)
 
 
 def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
     if source is None:
         return np.zeros(parameters.forward_in, dtype=parameters.dtype)  # no output reads it: +0
     plan = _Plan(parameters.forward_in, parameters.forward_out, parameters.taps)
-    return _run(source, plan, None, parameters.backend, gradient=parameters.gradient)
+    return _run(source, plan, None, parameters.backend, gradient=parameters.gradient)[parameters.crop]
+
+
+def _widened(a: int, b: int, size: int) -> Range:
+    """The range a block computes: ``[a, b)``, or two positions when ``[a, b)`` is one position
+    of a longer axis. The fast kernels order a call's axes by size (size-1 axes outermost), and
+    the nesting of their sums follows that order: two positions keep the full call's order."""
+    if b - a == 1 and size > 1:
+        return (a - 1, b) if a > 0 else (a, b + 1)
+    return a, b
+
+
+def _whole_axes(axes: Sequence[_Axis]) -> range:
+    """The axes that stay one chunk: the innermost resampled axis and every axis inside it.
+    The fast kernels choose how to sum along it (its slot count, affine spans, whether pixels are
+    read directly) from its whole tap table, so a block gets the full call's table there."""
+    resampled = [d for d, axis in enumerate(axes) if not axis.identity]
+    return range(resampled[-1] if resampled else len(axes), len(axes))
 
 
 def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | None, parameters: dict) -> da.Array:
@@ -134,28 +153,35 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     backend = resolve_backend(backend)
     axes = [_Axis(index, weight, n_in, n_out)
             for (index, weight), n_in, n_out in zip(plan.taps, forward_in, forward_out)]
+    whole = _whole_axes(axes)
+    source = source.rechunk({d: -1 for d in whole})
     if chunks is None:
         chunks = tuple(axis.gradient_chunks(c) if gradient else axis.forward_chunks(c)
                        for axis, c in zip(axes, source.chunks))
     else:
         chunks = output_chunks("chunks", chunks, sizes)
-
+        for d in whole:
+            if len(chunks[d]) != 1:
+                raise ShapeError.expected(f"chunks[{d}]", f"one chunk along axis {d} (the innermost resampled axis "
+                                          "and the axes inside it are not split)", chunks[d])
     per_axis = [{} for _ in axes]  # (a, b) -> the axis's block, computed once per chunk
 
     def plan_block(ranges: tuple[Range, ...]) -> tuple[list, _Block]:
+        computed = tuple(_widened(a, b, n) for (a, b), n in zip(ranges, sizes))
         local = []
-        for axis, cache, (a, b) in zip(axes, per_axis, ranges):
+        for axis, cache, (a, b) in zip(axes, per_axis, computed):
             if (a, b) not in cache:
                 cache[a, b] = axis.gradient_block(a, b) if gradient else axis.forward_block(a, b)
             local.append(cache[a, b])
-        out_shape = tuple(b - a for a, b in ranges)
+        out_shape = tuple(b - a for a, b in computed)
+        crop = tuple(slice(a - c, b - c) for (a, b), (c, _) in zip(ranges, computed))
         if any(entry is None for entry in local):
-            return [None], _Block((), out_shape, (), True, backend, source.dtype)
+            return [None], _Block((), tuple(b - a for a, b in ranges), (), True, backend, source.dtype, crop)
         need = tuple(entry[0] for entry in local)
         read = tuple(hi - lo for lo, hi in need)
         taps = tuple((index, weight) for _, index, weight in local)
         block_in, block_out = (out_shape, read) if gradient else (read, out_shape)
-        return [need], _Block(taps, block_in, block_out, gradient, backend, source.dtype)
+        return [need], _Block(taps, block_in, block_out, gradient, backend, source.dtype, crop)
 
     token = (op.operator_type, forward_in, forward_out, plan.tap_key, backend)
     return gather(op.operator_type.lower(), [source], chunks, plan_block, _block, source.dtype, token)
