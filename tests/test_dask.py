@@ -22,7 +22,7 @@ import gradops.dask as gd  # noqa: E402
 pytestmark = [pytest.mark.dask, pytest.mark.xdist_group("dask")]
 
 BACKENDS = ["fast", "reference"]
-CLUSTER_SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+CLUSTER_SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
                             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 

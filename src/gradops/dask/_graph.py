@@ -13,6 +13,7 @@ that a block reads its own chunk plus a small halo.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, Callable, Sequence
 
 import dask.array as da
@@ -22,6 +23,7 @@ from dask.array.core import normalize_chunks
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from .._output_cache import empty_output
 from ..errors import GradopsError, ShapeError
 
 Range = tuple[int, int]  # [lo, hi) along one axis
@@ -82,25 +84,43 @@ def _parts(chunk_bounds: np.ndarray, lo: int, hi: int) -> list[tuple[int, slice]
     return parts
 
 
-def _join(pieces: list, grid: tuple[int, ...], cuts: list[tuple[slice, ...]]) -> np.ndarray:
-    """The source range of one block: its chunks' overlapping parts, joined in place."""
-    cut = [piece[c] for piece, c in zip(pieces, cuts)]
-    if len(cut) == 1:
-        return cut[0]
-    nested: Any = np.empty(grid, dtype=object)
-    for position, part in zip(itertools.product(*map(range, grid)), cut):
-        nested[position] = part
-    return np.block(nested.tolist())
+def _join(pieces: list, grid: tuple[int, ...]) -> np.ndarray:
+    """The source range of one block: the parts of its chunks, joined in place. The joined
+    array comes from gradops' cache of released buffers (already-mapped pages, as the
+    in-memory call's outputs do), not from a fresh allocation that faults in every page."""
+    if len(pieces) == 1:
+        return pieces[0]
+    parts = np.empty(grid, dtype=object)
+    for position, part in zip(itertools.product(*map(range, grid)), pieces):
+        parts[position] = part
+    edges = [np.cumsum([0] + [parts[(*(0,) * axis, i, *(0,) * (len(grid) - axis - 1))].shape[axis]
+                              for i in range(n)]) for axis, n in enumerate(grid)]
+    joined = empty_output(tuple(int(e[-1]) for e in edges), pieces[0].dtype, None)
+    for position in itertools.product(*map(range, grid)):
+        joined[tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, position))] = parts[position]
+    return joined
 
 
-def _source_task(source: da.Array, ranges: Sequence[Range]) -> tuple:
-    """A task computing ``source[ranges]`` from the chunks that hold it."""
+def _source_task(source: da.Array, ranges: Sequence[Range], graph: dict, parts_name: str) -> tuple:
+    """A task computing ``source[ranges]`` from the chunks that hold it. A part of a chunk is
+    cut by its own task (added to ``graph``, shared by every block that reads it), so that only
+    the part travels to the worker that runs the block, not the whole chunk (a halo is thin)."""
     per_axis = [_parts(bounds(sizes), lo, hi) for sizes, (lo, hi) in zip(source.chunks, ranges)]
-    keys, cuts = [], []
+    pieces = []
     for combination in itertools.product(*per_axis):
-        keys.append((source.name, *(chunk for chunk, _ in combination)))
-        cuts.append(tuple(cut for _, cut in combination))
-    return (_join, keys, tuple(len(axis) for axis in per_axis), cuts)
+        key = (source.name, *(chunk for chunk, _ in combination))
+        cut = tuple(cut for _, cut in combination)
+        shape = _chunk_shape(source, key[1:])
+        if any(c.stop - c.start != n for c, n in zip(cut, shape)):
+            part_key = (parts_name, *key[1:], *(c.start for c in cut), *(c.stop for c in cut))
+            graph.setdefault(part_key, (operator.getitem, key, cut))
+            key = part_key
+        pieces.append(key)
+    return (_join, pieces, tuple(len(axis) for axis in per_axis))
+
+
+def _chunk_shape(source: da.Array, index: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sizes[i] for sizes, i in zip(source.chunks, index))
 
 
 def _on_one_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -128,8 +148,8 @@ def gather(label: str, sources: Sequence[da.Array], chunks: tuple[tuple[int, ...
     for index in itertools.product(*(range(len(sizes)) for sizes in chunks)):
         ranges = tuple((int(b[i]), int(b[i + 1])) for b, i in zip(axis_bounds, index))
         source_ranges, parameters = plan_block(ranges)
-        inputs = [None if need is None else _source_task(source, need)
-                  for source, need in zip(sources, source_ranges)]
+        inputs = [None if need is None else _source_task(source, need, graph, f"{name}-part-{number}")
+                  for number, (source, need) in enumerate(zip(sources, source_ranges))]
         graph[(name, *index)] = (_on_one_thread, block, parameters, *inputs)
     layer = HighLevelGraph.from_collections(name, graph, dependencies=list(sources))
     return da.Array(layer, name, chunks, dtype=dtype, meta=np.empty((0,) * len(chunks), dtype=dtype))
