@@ -339,3 +339,18 @@ def test_resample_gradients_of_nhwc_images_same_bits(client, backend, dtype, mod
         assert_same_bits(got.compute(), expected)
         got = gd.resample1(da.from_array(expected, chunks=chunks(expected)), dy.shape, mode=mode, backend=backend)
         assert_same_bits(got.compute(), forward)
+
+
+def test_readme_dask_snippet_runs():
+    """The README's Dask snippet (a ```py block: tests/test_readme.py runs only the ```python
+    blocks, which must not need dask) runs as written and gives the in-memory call's bits."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Dask"):]
+    (snippet,) = re.findall(r"```py\n(.*?)```", section[:section.index("\n### ")], flags=re.S)
+    namespace: dict = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    expected = gradops.resample_grad(namespace["dy_stack"].compute(), (8, 128, 128, 16), mode="linear")
+    assert_same_bits(namespace["dx_stack"].compute(scheduler="threads"), expected)
