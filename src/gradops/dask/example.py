@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-mib", type=float, default=128, help="dy chunk size in MiB (default 128)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes, 1 thread each (default 2)")
     parser.add_argument("--verify", type=int, default=0, metavar="K", help="check K images bit for bit")
+    parser.add_argument("--baseline", action="store_true", help="also time reading dy alone (dy.sum()): "
+                        "what the store's read speed allows")
     args = parser.parse_args(argv)
 
     import dask.array as da
@@ -115,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{seconds:.1f} s: {dy.nbytes / GIB / seconds:.2f} GiB/s of dy read, {moved / GIB / seconds:.2f} GiB/s "
               f"read + written; peak resident memory of all processes {memory.peak / GIB:.2f} GiB "
               f"(dy {dy.nbytes / GIB:.2f} GiB, dx {dx.nbytes / GIB:.2f} GiB)")
+        if args.baseline:
+            start = time.perf_counter()
+            dy.sum().compute()
+            read = time.perf_counter() - start
+            print(f"reading dy alone: {read:.1f} s, {dy.nbytes / GIB / read:.2f} GiB/s")
     if args.verify:
         stored = da.from_zarr(str(dx_path))
         rng = np.random.default_rng()

@@ -21,6 +21,13 @@ kernel on that range. Shifting the pixel offsets by the block origin instead wou
 A block whose rows of a resampled axis happen to be an identity map, while the full axis is
 not, reads one more element so that it is not run as a copy (a copy keeps a -0 that the full
 call's sum, which starts from +0, turns into +0).
+
+Which axes split: all but the innermost resampled axis and the axes inside it, which stay one
+chunk (``_whole_axes``), and a block never computes a single position of a longer axis
+(``_widened``): see those two for why the fast kernels need it. The reference backend sums in
+float64 and rounds once; it orders a call's axes by their size ratios (``resample.py``), so a
+block may add its axes in another order than the full call, which changes the float32 result
+only where the two float64 sums round to opposite sides of a float32 rounding boundary.
 """
 
 from __future__ import annotations
