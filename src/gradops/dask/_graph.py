@@ -64,12 +64,15 @@ def bounds(sizes: Sequence[int]) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
 
 
-def chunks_by_anchor(anchor: np.ndarray, source_sizes: Sequence[int]) -> tuple[int, ...]:
-    """Output chunks aligned with a source axis's chunks: output ``o`` goes to the chunk of the
-    source index ``anchor[o]`` (non-decreasing), and empty chunks are dropped."""
-    owner = np.searchsorted(bounds(source_sizes)[1:], anchor, side="right")
-    counts = np.bincount(owner, minlength=len(source_sizes))
-    return tuple(int(c) for c in counts if c)
+def chunks_by_reads(first: np.ndarray, last: np.ndarray, source_sizes: Sequence[int]) -> tuple[int, ...]:
+    """Output chunks aligned with a source axis's chunks. Output ``o`` reads source indices
+    ``first[o]..last[o]`` (both non-decreasing). Consecutive outputs that read inside the same
+    source chunk form one output chunk, and so do those that read across the same boundary: a
+    block then reads one chunk in place (no copy), or a few rows on either side of a boundary."""
+    ends = bounds(source_sizes)[1:]
+    owners = np.stack([np.searchsorted(ends, first, side="right"), np.searchsorted(ends, last, side="right")])
+    starts = np.flatnonzero(np.concatenate(([True], np.any(owners[:, 1:] != owners[:, :-1], axis=0))))
+    return tuple(int(n) for n in np.diff(np.append(starts, first.size)))
 
 
 def _parts(chunk_bounds: np.ndarray, lo: int, hi: int) -> list[tuple[int, slice]]:

@@ -87,7 +87,7 @@ def _median_seconds(run: Callable[[], object], reps: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gradops.dask.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gib", type=float, default=2.0, help="input size in GiB (default 2)")
+    parser.add_argument("--gib", type=float, default=1.0, help="input size in GiB (default 1)")
     parser.add_argument("--chunk-mib", type=float, nargs="+", default=[64, 128, 256], help="chunk sizes")
     parser.add_argument("--workers", type=int, default=2, help="worker processes, 1 thread each (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="threads of the in-memory call (default 2)")
@@ -112,15 +112,20 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and workload.name not in args.only:
                 continue
             shape = workload.source_shape(args.gib)
-            source = np.random.default_rng(0).random(shape, dtype=np.float32) - np.float32(0.5)
+            # Generated on the workers and brought here once: embedding a NumPy array in the
+            # graph would pickle it whole (and hold several copies in this process).
+            generated = client.persist(da.random.default_rng(0).random(shape, dtype=np.float32,
+                                                                        chunks=(1,) + shape[1:]) - np.float32(0.5))
+            source = generated.compute()
             expected = workload.numpy_call(source)
             fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
             out = np.empty_like(expected)
             in_memory = _median_seconds(lambda: workload.numpy_call(source, out=out), args.reps)
+            del out
             moved = (source.nbytes + expected.nbytes) / GIB
             for chunk_mib in args.chunk_mib:
                 chunks = _chunks(shape, workload.rows_axis, int(chunk_mib * MIB))
-                data = client.persist(da.from_array(source, chunks=chunks))
+                data = client.persist(generated.rechunk(chunks))
                 wait(data)
                 result = workload.dask_call(data)
                 got = result.compute()
@@ -132,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 def run() -> None:
                     # A new name for the input (the same blocks) makes new result keys, so the
                     # cluster computes them again instead of finding them in memory.
-                    fresh = data.map_blocks(_same, dtype=data.dtype, name=f"bench-input-{next(runs)}")
-                    result = client.persist(workload.dask_call(fresh))
+                    renamed = data.map_blocks(_same, dtype=data.dtype, name=f"bench-input-{next(runs)}")
+                    result = client.persist(workload.dask_call(renamed))
                     wait(result)
                     del result
 
@@ -143,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | {blocks} | "
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
                       f"{on_dask / in_memory:.2f} |", flush=True)
-                del data
+                del data, got
+            del generated, source, expected
     return 0
 
 

@@ -11,9 +11,10 @@ are skipped in both, so the forward op and the input gradient give the in-memory
 (the fast backend fixes each element's order by the problem alone, see ``_fast/depthwise.py``;
 the reference sums each element's taps in (ky, kx) order in float64).
 
-Default output chunks follow the source's chunks: a forward output row goes with the chunk
-holding its window's first row (so strided outputs start their chunks on the stride), a dX row
-with the chunk of the first dY row whose window reaches it.
+Default output chunks follow the source's chunks: rows whose windows (forward) or whose
+reaching dY rows (dX) lie in one source chunk form one block, which reads that chunk in place;
+rows that read across a boundary form a small block of their own. Strided outputs start their
+chunks on the stride.
 
 The filter gradient is a sum over every (n, oy, ox): each dY block contributes the in-memory
 filter gradient of its block, computed in the accumulation type (float32 for float16,
@@ -40,7 +41,7 @@ from ..depthwise import (DepthwiseConv2dNativeBackpropFilterDesc, DepthwiseConv2
                          depthwise_conv2d_native as numpy_forward)
 from .._backend import resolve_backend
 from ..errors import ShapeError
-from ._graph import Range, as_dask, chunks_by_anchor, gather, output_chunks, shape_proxy, tree_sum
+from ._graph import Range, as_dask, chunks_by_reads, gather, output_chunks, shape_proxy, tree_sum
 
 __all__ = ["depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
            "depthwise_conv2d_native_backprop_filter"]
@@ -278,18 +279,21 @@ def _partial(x: np.ndarray, dy: np.ndarray, *, filter_sizes: tuple, **arguments:
 
 
 def _window_chunks(axis: _Spatial, input_chunks: Sequence[int]) -> tuple[int, ...]:
-    """Forward output rows go with the input chunk of their window's first row."""
+    """Forward output rows grouped by the input chunks their windows read (``chunks_by_reads``)."""
     if axis.n_out == 0:
         return (0,)
     first = np.arange(axis.n_out) * axis.stride - axis.pad_before
-    return chunks_by_anchor(np.clip(first, 0, axis.n_in - 1), input_chunks)
+    last = first + axis.effective - 1
+    return chunks_by_reads(np.clip(first, 0, axis.n_in - 1), np.clip(last, 0, axis.n_in - 1), input_chunks)
 
 
 def _reader_chunks(axis: _Spatial, dy_chunks: Sequence[int]) -> tuple[int, ...]:
-    """dX rows go with the dY chunk of the first dY row whose window reaches them."""
-    rows = np.arange(axis.n_in) + axis.pad_before - (axis.effective - 1)
-    first = -(-rows // axis.stride)
-    return chunks_by_anchor(np.clip(first, 0, max(axis.n_out - 1, 0)), dy_chunks)
+    """dX rows grouped by the dY chunks whose windows reach them (``chunks_by_reads``)."""
+    rows = np.arange(axis.n_in) + axis.pad_before
+    first = -(-(rows - (axis.effective - 1)) // axis.stride)
+    last = rows // axis.stride
+    top = max(axis.n_out - 1, 0)
+    return chunks_by_reads(np.clip(first, 0, top), np.clip(np.maximum(last, first), 0, top), dy_chunks)
 
 
 def _output_chunks(chunks: Any, shape: Sequence[int], layout: _Layout) -> tuple[tuple[int, ...], ...]:

@@ -10,13 +10,14 @@ kernel on that range. Shifting the pixel offsets by the block origin instead wou
 
 * Forward: output block ``[a, b)`` reads the input range from its first tap to its last
   nonzero tap (taps of weight 0 are not taps, SPEC 3.4). By default output chunks follow the
-  input chunks: position ``o`` belongs to the chunk of its first tap, so a block reads its own
-  input chunk plus a halo of at most one element (linear) beyond it, for any scale.
+  input chunks (``chunks_by_reads``): the positions whose taps all lie in one input chunk form
+  one block, which reads that chunk in place, and the few whose taps straddle a boundary form a
+  small block of their own, for any scale.
 * Gradient (``dX = J^T dY``, a gather over dY, SPEC 3.6): dX block ``[a, b)`` reads the dY
   range of the forward outputs with a nonzero tap in ``[a, b)``; taps that land outside the
   block get weight 0 there (the neighbouring block counts them). dX positions no output reads
-  are +0, as in the full call. Default dX chunks follow dY's chunks through the first forward
-  output that reads each position.
+  are +0, as in the full call. Default dX chunks follow dY's chunks in the same way, through
+  the forward outputs that read each position.
 
 A block whose rows of a resampled axis happen to be an identity map, while the full axis is
 not, reads one more element so that it is not run as a copy (a copy keeps a -0 that the full
@@ -43,7 +44,7 @@ from .._backend import resolve_backend
 from ..resample import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
                         RESAMPLE_DTYPES, _Op, _Plan, _plan, _run, _sizes)
 from ..errors import ShapeError
-from ._graph import Range, as_dask, chunks_by_anchor, gather, output_chunks, shape_proxy
+from ._graph import Range, as_dask, chunks_by_reads, gather, output_chunks, shape_proxy
 
 __all__ = ["resample", "resample1", "resample2", "resample_grad", "resample_grad1"]
 
@@ -62,17 +63,21 @@ class _Axis:
         return _is_identity(self.index, self.weight, self.n_in)
 
     def forward_chunks(self, input_chunks: Sequence[int]) -> tuple[int, ...]:
-        return chunks_by_anchor(self.index[:, 0], input_chunks)
+        last = np.where(self.weight[:, 1] != 0, self.index[:, 1], self.index[:, 0])
+        return chunks_by_reads(self.index[:, 0], last, input_chunks)
 
     def gradient_chunks(self, dy_chunks: Sequence[int]) -> tuple[int, ...]:
-        """dX position ``i`` goes with the chunk of the first forward output reading it; a
-        position no output reads goes with the next one that is read."""
-        first_reader = np.full(self.n_in, self.n_out - 1, dtype=np.int64)
+        """The dY rows that read each dX position; a position no output reads goes with the next
+        position that is read (or the last output)."""
         nonzero = self.weight != 0
         rows = np.broadcast_to(np.arange(self.n_out)[:, None], self.index.shape)
-        np.minimum.at(first_reader, self.index[nonzero], rows[nonzero])
-        anchor = np.minimum.accumulate(first_reader[::-1])[::-1]
-        return chunks_by_anchor(anchor, dy_chunks)
+        first = np.full(self.n_in, self.n_out - 1, dtype=np.int64)
+        last = np.full(self.n_in, -1, dtype=np.int64)
+        np.minimum.at(first, self.index[nonzero], rows[nonzero])
+        np.maximum.at(last, self.index[nonzero], rows[nonzero])
+        first = np.minimum.accumulate(first[::-1])[::-1]
+        last = np.maximum(np.maximum.accumulate(last), first)
+        return chunks_by_reads(first, last, dy_chunks)
 
     def forward_block(self, a: int, b: int) -> tuple[Range, np.ndarray, np.ndarray]:
         """The input range output block ``[a, b)`` reads, and its taps relative to that range."""
@@ -130,11 +135,13 @@ def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
     return _run(source, plan, None, parameters.backend, gradient=parameters.gradient)[parameters.crop]
 
 
-def _widened(a: int, b: int, size: int) -> Range:
+def _widened(a: int, b: int, size: int, resampled: bool) -> Range:
     """The range a block computes: ``[a, b)``, or two positions when ``[a, b)`` is one position
-    of a longer axis. The fast kernels order a call's axes by size (size-1 axes outermost), and
-    the nesting of their sums follows that order: two positions keep the full call's order."""
-    if b - a == 1 and size > 1:
+    of a longer resampled axis. The fast kernels order a call's axes by size (size-1 axes
+    outermost), and the nesting of their sums over the axes' taps follows that order: two
+    positions keep the full call's order. An axis that is not resampled has one tap per
+    position, so where it sits in the nesting does not matter."""
+    if b - a == 1 and size > 1 and resampled:
         return (a - 1, b) if a > 0 else (a, b + 1)
     return a, b
 
@@ -174,7 +181,7 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     per_axis = [{} for _ in axes]  # (a, b) -> the axis's block, computed once per chunk
 
     def plan_block(ranges: tuple[Range, ...]) -> tuple[list, _Block]:
-        computed = tuple(_widened(a, b, n) for (a, b), n in zip(ranges, sizes))
+        computed = tuple(_widened(a, b, n, not axis.identity) for (a, b), n, axis in zip(ranges, sizes, axes))
         local = []
         for axis, cache, (a, b) in zip(axes, per_axis, computed):
             if (a, b) not in cache:
