@@ -1,0 +1,157 @@
+"""Dask path against the in-memory call, on data that fits (issue 26's benchmark).
+
+    python -m gradops.dask.bench --gib 2 --chunk-mib 64 128 256
+
+For each workload, the same arrays are processed by the in-memory NumPy call (the fast
+backend, ``--threads`` threads, in this process) and by the gradops.dask call on a
+LocalCluster of ``--workers`` worker processes with 1 thread each, the input already in the
+workers' memory (generated there, persisted) and the result kept there (``persist``), so that
+both sides time the operator and not a transfer to or from this process. Each side's median of
+``--reps`` runs is reported as throughput (GiB of input + output per second), the in-memory
+call both with a fresh output (as it is usually called; a 2 GiB output is larger than gradops'
+cache of released buffers, so each call faults in new pages) and with ``out=`` (a preallocated
+output), and the ratio dask time / in-memory ``out=`` time (overhead = ratio - 1). The dask result is checked bit for bit against the
+in-memory one, block by block, before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    describe: str
+    source_shape: Callable[[float], tuple[int, ...]]  # GiB of input -> its shape
+    numpy_call: Callable
+    dask_call: Callable
+    rows_axis: int  # the axis the chunks split (with N)
+
+
+def _images(gib: float, height: int, width: int, channels: int) -> tuple[int, ...]:
+    return max(1, round(gib * GIB / (height * width * channels * 4))), height, width, channels
+
+
+def workloads() -> list[Workload]:
+    import gradops
+    import gradops.dask as gd
+
+    filt = np.random.default_rng(1).random((3, 3, 32, 1), dtype=np.float32)
+    depthwise = dict(strides=[1, 1, 1, 1], padding="SAME")
+    return [
+        Workload("relu_grad", "relu_grad [N,512,512,32] float32",
+                 lambda gib: _images(gib, 512, 512, 32),
+                 lambda x, out=None: gradops.relu_grad(x, x, out=out), lambda x: gd.relu_grad(x, x), 1),
+        Workload("resample_grad", "resample_grad linear 2x [N,2048,2048,16] -> [N,1024,1024,16]",
+                 lambda gib: _images(gib, 2048, 2048, 16),
+                 lambda dy, out=None: gradops.resample_grad(dy, (dy.shape[0], 1024, 1024, 16), mode="linear", out=out),
+                 lambda dy: gd.resample_grad(dy, (dy.shape[0], 1024, 1024, 16), mode="linear"), 1),
+        Workload("depthwise_backprop_input", "depthwise_conv2d_native_backprop_input 3x3 SAME [N,1024,1024,32]",
+                 lambda gib: _images(gib, 1024, 1024, 32),
+                 lambda dy, out=None: gradops.depthwise_conv2d_native_backprop_input(dy.shape, filt, dy, out=out,
+                                                                                     **depthwise),
+                 lambda dy: gd.depthwise_conv2d_native_backprop_input(dy.shape, filt, dy, **depthwise), 1),
+    ]
+
+
+def _chunks(shape: tuple[int, ...], rows_axis: int, chunk_bytes: int) -> tuple:
+    """Chunks of about ``chunk_bytes`` float32: whole images along N, or rows of one image."""
+    image = int(np.prod(shape[1:])) * 4
+    if chunk_bytes >= image:
+        return (max(1, chunk_bytes // image),) + (-1,) * (len(shape) - 1)
+    rows = max(1, chunk_bytes // (image // shape[rows_axis]))
+    return (1,) + tuple(rows if axis == rows_axis else -1 for axis in range(1, len(shape)))
+
+
+def _same(block: np.ndarray) -> np.ndarray:
+    return block
+
+
+def _median_seconds(run: Callable[[], object], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gradops.dask.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gib", type=float, default=1.0, help="input size in GiB (default 1)")
+    parser.add_argument("--chunk-mib", type=float, nargs="+", default=[64, 128, 256], help="chunk sizes")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes, 1 thread each (default 2)")
+    parser.add_argument("--threads", type=int, default=2, help="threads of the in-memory call (default 2)")
+    parser.add_argument("--reps", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument("--only", nargs="+", help="workload names")
+    args = parser.parse_args(argv)
+
+    import dask.array as da
+    import numba
+    from distributed import Client, LocalCluster, wait
+
+    numba.set_num_threads(args.threads)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               "unknown CPU")
+    print(f"{cpu}; in-memory: {args.threads} threads; dask: LocalCluster {args.workers} processes x 1 thread; "
+          f"median of {args.reps}")
+    print("| workload | chunk MiB | blocks | in-memory GiB/s (fresh / out=) | dask GiB/s | dask / out= time |")
+    print("|---|---:|---:|---:|---:|---:|")
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        for workload in workloads():
+            if args.only and workload.name not in args.only:
+                continue
+            shape = workload.source_shape(args.gib)
+            # Generated on the workers and brought here once: embedding a NumPy array in the
+            # graph would pickle it whole (and hold several copies in this process).
+            generated = client.persist(da.random.default_rng(0).random(shape, dtype=np.float32,
+                                                                        chunks=(1,) + shape[1:]) - np.float32(0.5))
+            source = generated.compute()
+            expected = workload.numpy_call(source)
+            fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
+            out = np.empty_like(expected)
+            in_memory = _median_seconds(lambda: workload.numpy_call(source, out=out), args.reps)
+            del out
+            moved = (source.nbytes + expected.nbytes) / GIB
+            for chunk_mib in args.chunk_mib:
+                chunks = _chunks(shape, workload.rows_axis, int(chunk_mib * MIB))
+                data = client.persist(generated.rechunk(chunks))
+                wait(data)
+                result = workload.dask_call(data)
+                got = result.compute()
+                if not np.array_equal(got.view(np.uint32), expected.view(np.uint32)):
+                    raise SystemExit(f"{workload.name}: the dask result differs from the in-memory call")
+
+                runs = iter(range(1 << 30))
+
+                def run() -> None:
+                    # A new name for the input (the same blocks) makes new result keys, so the
+                    # cluster computes them again instead of finding them in memory.
+                    renamed = data.map_blocks(_same, dtype=data.dtype, name=f"bench-input-{next(runs)}")
+                    result = client.persist(workload.dask_call(renamed))
+                    wait(result)
+                    del result
+
+                run()  # warm-up: every worker has loaded the kernels
+                on_dask = _median_seconds(run, args.reps)
+                blocks = int(np.prod(data.numblocks))
+                print(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | {blocks} | "
+                      f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
+                      f"{on_dask / in_memory:.2f} |", flush=True)
+                del data, got
+            del generated, source, expected
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
