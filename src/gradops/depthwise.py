@@ -31,7 +31,6 @@ output size that truncates to 0 (SPEC 5.3). A sum over no taps is 0.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -61,7 +60,6 @@ _TF_TYPE_LIST = "half, bfloat16, float, double"
 _PADDINGS = ("SAME", "VALID", "EXPLICIT")
 _DATA_FORMATS = ("NHWC", "NCHW")
 _INT32_MAX = 2**31 - 1
-_MAX_BYTES = np.iinfo(np.intp).max
 
 
 # --- attribute and argument checks ---------------------------------------------------------
@@ -320,10 +318,9 @@ class _DepthwiseDesc:
         return DepthwiseGeometry(batch, height, width, channels, filter_height, filter_width, multiplier,
                                  out_h, out_w, pad_top, pad_bottom, pad_left, pad_right)
 
-    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        if math.prod(shape) * self.T.itemsize > _MAX_BYTES:
-            raise ShapeError.expected("out.shape", "a result small enough to address", shape)
-        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs)
+    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray], size_field: str
+                     ) -> np.ndarray:
+        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs, size_field=size_field)
 
     def _run(self, kernel: str, operands: tuple[np.ndarray, ...], out: np.ndarray, geometry: DepthwiseGeometry,
              backend: str) -> None:
@@ -339,7 +336,11 @@ class _DepthwiseDesc:
 
             getattr(fast, kernel)(*operands, out, *args)
         else:
-            _REFERENCE[kernel](*operands, out, *args)
+            try:
+                _REFERENCE[kernel](*operands, out, *args)
+            except MemoryError as exc:  # its float64 copies, made before out is written
+                raise ShapeError("backend", "the reference backend's float64 copies of the operands do not fit "
+                                 "in memory; use backend='fast'") from exc
 
 
 @dataclass(frozen=True)
@@ -358,7 +359,10 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(x.shape, filt.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt})
+        # the output grows with the padding, or with the filter's channel multiplier
+        size_field = "explicit_paddings" if self.padding == "EXPLICIT" else "filter.shape"
+        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt},
+                                size_field)
         self._run("conv_forward", (_nhwc_view(x, self.data_format), filt), _nhwc_view(out, self.data_format),
                   geometry, backend)
         return out
@@ -383,7 +387,8 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(input_sizes, filt.shape, dy.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy})
+        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy},
+                                "input_sizes")
         self._run("backprop_input", (_nhwc_view(dy, self.data_format), filt), _nhwc_view(out, self.data_format),
                   geometry, backend)
         return out
@@ -408,7 +413,7 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(x.shape, filter_sizes, dy.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy})
+        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy}, "filter_sizes")
         self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
                   geometry, backend)
         return out

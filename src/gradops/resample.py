@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ._arrays import check_input, prepare_out
+from ._arrays import check_input, check_output_size, prepare_out
 from ._backend import resolve_backend
 from ._resample_plan import Rule, axis_taps, tap_key
 from .dml import _UINT32_MAX, DataType, FeatureLevel, OperatorDesc, TensorDesc, dml_name, require_feature_level
@@ -52,6 +52,12 @@ Taps = tuple[tuple[np.ndarray, np.ndarray], ...]  # one (index, weight) pair per
 # The half-pixel grid (SPEC 3.2): forward (InputPixelOffset, OutputPixelOffset) = (0.5, -0.5).
 _HALF_PIXEL = (0.5, -0.5)
 _MODE_ALIASES = {"NEAREST": "NEAREST_NEIGHBOR"}
+# Bytes a plan and its kernels hold per forward-output index of an axis (coordinates and their
+# temporaries, the int64/float32 tap table, its bytes key, the gradient's transposed table) and
+# per forward-input index (the transposed table's row pointers): an over-estimate, so that a
+# call the machine cannot hold is refused before the tables are built.
+_TAP_BYTES_PER_OUTPUT = 64
+_TAP_BYTES_PER_INPUT = 8
 
 
 class InterpolationMode(enum.IntEnum):
@@ -228,16 +234,17 @@ def _argument_key(value: Any) -> Hashable:
     return (kind, value)
 
 
-def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, **parameters: Any
-          ) -> _Plan:
+def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, itemsize: int,
+          **parameters: Any) -> _Plan:
     """:func:`_build_plan`, remembered for repeated calls with the same arguments."""
     try:
-        key = (op, forward_in, forward_out, names, tuple(parameters), tuple(map(_argument_key, parameters.values())))
+        key = (op, forward_in, forward_out, names, itemsize, tuple(parameters),
+               tuple(map(_argument_key, parameters.values())))
         plan = _PLAN_CACHE.get(key)
     except TypeError:
-        return _build_plan(op, forward_in, forward_out, names, **parameters)
+        return _build_plan(op, forward_in, forward_out, names, itemsize, **parameters)
     if plan is None:
-        plan = _build_plan(op, forward_in, forward_out, names, **parameters)
+        plan = _build_plan(op, forward_in, forward_out, names, itemsize, **parameters)
         with _PLAN_CACHE_LOCK:
             if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
                 del _PLAN_CACHE[next(iter(_PLAN_CACHE))]  # the oldest entry
@@ -245,8 +252,8 @@ def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], na
     return plan
 
 
-def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields, *,
-                mode: Any, rounding_direction: Any = None, scales: Any = None, input_pixel_offsets: Any = None,
+def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,
+                itemsize: int, *, mode: Any, rounding_direction: Any = None, scales: Any = None, input_pixel_offsets: Any = None,
                 output_pixel_offsets: Any = None, offset_convention: Any = "per-tensor") -> _Plan:
     """Validate the non-tensor parameters of ``op`` and build its taps (SPEC 3.1 rules 3 and 5).
 
@@ -273,10 +280,24 @@ def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ..
         opo = _float32_values(names.output_pixel_offsets, output_pixel_offsets, rank, names.count, positive=False)
         if op.gradient and convention == "per-tensor":
             ipo, opo = opo, ipo  # forward ipo = GRAD OutputPixelOffsets, forward opo = GRAD InputPixelOffsets
+    _check_size(op, forward_in, forward_out, names, itemsize)
     mode_name = "nearest" if mode == InterpolationMode.NEAREST_NEIGHBOR else "linear"
     taps = tuple(_cached_axis_taps(n_in, n_out, s, i, o, mode_name, rule)
                  for n_in, n_out, s, i, o in zip(forward_in, forward_out, scales, ipo, opo))
     return _Plan(forward_in, forward_out, taps)
+
+
+def _check_size(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,
+                itemsize: int) -> None:
+    """The output (forward_out, or forward_in for a GRAD op) and the tap tables, which grow with
+    each axis's forward output size, must fit in memory (README "Errors")."""
+    if names.numpy:
+        field = "input_sizes" if op.gradient else "output_sizes"
+    else:
+        field = "OutputGradientTensor.Sizes" if op.gradient else "OutputTensor.Sizes"
+    tap_bytes = _TAP_BYTES_PER_OUTPUT * sum(forward_out) + _TAP_BYTES_PER_INPUT * sum(forward_in)
+    check_output_size(field, forward_in if op.gradient else forward_out, itemsize, working_bytes=tap_bytes,
+                      working="tap tables")
 
 
 def _rounding_rule(op: _Op, mode: InterpolationMode, rounding_direction: Any, names: _Fields) -> Rule:
@@ -344,7 +365,7 @@ def resample(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "nearest
     """
     x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE.ranks)
     output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE, x.shape, output_sizes, _NUMPY_FIELDS, mode=mode, scales=scales)
+    plan = _plan(_RESAMPLE, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode, scales=scales)
     return _run(x, plan, out, backend, gradient=False)
 
 
@@ -359,7 +380,7 @@ def resample1(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "neares
     """
     x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE1.ranks)
     output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE1, x.shape, output_sizes, _NUMPY_FIELDS, mode=mode, scales=scales,
+    plan = _plan(_RESAMPLE1, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode, scales=scales,
                  input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
     return _run(x, plan, out, backend, gradient=False)
 
@@ -374,8 +395,8 @@ def resample2(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "neares
     """
     x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE2.ranks)
     output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE2, x.shape, output_sizes, _NUMPY_FIELDS, mode=mode, rounding_direction=rounding_direction,
-                 scales=scales, input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
+    plan = _plan(_RESAMPLE2, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode,
+                 rounding_direction=rounding_direction, scales=scales, input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
     return _run(x, plan, out, backend, gradient=False)
 
 
@@ -395,7 +416,7 @@ def resample_grad(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "ne
     """
     dy = check_input("dy", dy, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE_GRAD.ranks)
     input_sizes = _sizes("input_sizes", input_sizes, dy.ndim, "one per axis of dy")
-    plan = _plan(_RESAMPLE_GRAD, input_sizes, dy.shape, _NUMPY_FIELDS, mode=mode, scales=scales,
+    plan = _plan(_RESAMPLE_GRAD, input_sizes, dy.shape, _NUMPY_FIELDS, dy.itemsize, mode=mode, scales=scales,
                  input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets,
                  offset_convention=offset_convention)
     return _run(dy, plan, out, backend, gradient=True)
@@ -413,7 +434,7 @@ def resample_grad1(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "n
     """
     dy = check_input("dy", dy, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE_GRAD1.ranks)
     input_sizes = _sizes("input_sizes", input_sizes, dy.ndim, "one per axis of dy")
-    plan = _plan(_RESAMPLE_GRAD1, input_sizes, dy.shape, _NUMPY_FIELDS, mode=mode,
+    plan = _plan(_RESAMPLE_GRAD1, input_sizes, dy.shape, _NUMPY_FIELDS, dy.itemsize, mode=mode,
                  rounding_direction=rounding_direction, scales=scales, input_pixel_offsets=input_pixel_offsets,
                  output_pixel_offsets=output_pixel_offsets, offset_convention=offset_convention)
     return _run(dy, plan, out, backend, gradient=True)
@@ -423,7 +444,8 @@ def _run(source: np.ndarray, plan: _Plan, out: np.ndarray | None, backend: str |
          gradient: bool) -> np.ndarray:
     name = "dy" if gradient else "x"
     shape = plan.forward_in if gradient else plan.forward_out
-    out = prepare_out(out, shape=shape, dtype=source.dtype, inputs={name: source}, like=source)
+    out = prepare_out(out, shape=shape, dtype=source.dtype, inputs={name: source}, like=source,
+                      size_field="input_sizes" if gradient else "output_sizes")
     _dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
     return out
 
@@ -434,10 +456,14 @@ def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *,
         from ._fast.resample import resample_backward, resample_forward
 
         (resample_backward if gradient else resample_forward)(source, out, plan.taps, key=plan.tap_key)
-    elif gradient:
-        np.copyto(out, _adjoint_reference(source, plan.taps, out.shape))
     else:
-        np.copyto(out, _forward_reference(source, plan.taps))
+        try:
+            result = _adjoint_reference(source, plan.taps, out.shape) if gradient else \
+                _forward_reference(source, plan.taps)
+        except MemoryError as exc:  # its float64 intermediates; out is not written yet
+            raise ShapeError("backend", "the reference backend's float64 intermediates for an output of "
+                             f"shape {out.shape} do not fit in memory; use backend='fast'") from exc
+        np.copyto(out, result)
 
 
 # --- reference backend: separable, vectorised over everything but the axes and the 2 taps ----
@@ -584,7 +610,7 @@ class _ResampleOperator(OperatorDesc):
         source, target = getattr(self, self.INPUTS[0]), getattr(self, self.OUTPUTS[0])
         forward_in, forward_out = (target.sizes, source.sizes) if op.gradient else (source.sizes, target.sizes)
         names = _DML_FIELDS if self.COUNT_FIELD == "dimension_count" else _DML_V0_FIELDS
-        return _plan(op, forward_in, forward_out, names,
+        return _plan(op, forward_in, forward_out, names, source.data_type.numpy_dtype.itemsize,
                      mode=self.interpolation_mode,  # type: ignore[attr-defined]
                      rounding_direction=getattr(self, "rounding_direction", None),
                      scales=self.scales,  # type: ignore[attr-defined]
