@@ -46,12 +46,17 @@ def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, workin
     if elements * itemsize > np.iinfo(np.intp).max:
         raise ShapeError(field, f"expected an output NumPy can address, got {elements} elements of "
                          f"{itemsize} bytes (shape {tuple(shape)})")
-    needed = elements * itemsize + working_bytes
+    extra = f" and {_gib(working_bytes)} of {working}" if working_bytes else ""
+    require_memory(field, elements * itemsize + working_bytes,
+                   f"the output of shape {tuple(shape)} needs {_gib(elements * itemsize)}{extra}")
+
+
+def require_memory(field: str, nbytes: int, what: str) -> None:
+    """Refuse, naming ``field``, a call whose working memory (``what`` needs ``nbytes``) exceeds
+    :func:`memory_limit_bytes`."""
     limit = memory_limit_bytes()
-    if needed > limit:
-        extra = f" and {_gib(working_bytes)} of {working}" if working_bytes else ""
-        raise ShapeError(field, f"the output of shape {tuple(shape)} needs {_gib(elements * itemsize)}{extra}, "
-                         f"more than this machine's {_gib(limit)} of memory")
+    if nbytes > limit:
+        raise ShapeError(field, f"{what}, more than this machine's {_gib(limit)} of memory")
 
 
 def allocate_output(field: str, shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None
@@ -86,8 +91,14 @@ def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:
         raise DataTypeError.expected(name, "a NumPy array", value) from exc
 
 
+# DirectML's limit on a tensor's element count (SPEC 2.2), applied to the inputs of the DirectML
+# operators' NumPy functions too: a broadcast view may be far larger than its memory.
+MAX_ELEMENTS = 2**32 - 1
+
+
 def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Sequence[int]) -> np.ndarray:
-    """An input array (see :func:`as_array`) of a supported dtype and rank."""
+    """An input array (see :func:`as_array`) of a supported dtype and rank, with at most
+    :data:`MAX_ELEMENTS` elements."""
     value = as_array(name, value, dtypes)
     if value.dtype not in dtypes:  # a dtype equals its scalar type: np.dtype("float32") == np.float32
         raise DataTypeError.expected(f"{name}.dtype", dtype_names(dtypes), str(value.dtype))
@@ -98,6 +109,8 @@ def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Seq
     if 0 in value.shape:
         raise ShapeError.expected(f"{name}.shape[{value.shape.index(0)}]",
                                   "a size >= 1 (DirectML sizes are never 0)", value.shape)
+    if math.prod(value.shape) > MAX_ELEMENTS:
+        raise ShapeError.expected(f"{name}.shape", "at most 2^32-1 elements (DirectML's limit)", value.shape)
     return value
 
 

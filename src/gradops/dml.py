@@ -179,6 +179,11 @@ def calc_buffer_tensor_size(data_type: DataType | str | int, sizes: Sequence[int
     An UNKNOWN data type gives 0.
     """
     data_type = DataType.of(data_type)
+    sizes = _uint_tuple(sizes, "sizes", minimum=0)
+    if strides is not None:
+        strides = _uint_tuple(strides, "strides", minimum=0)
+        if len(strides) != len(sizes):
+            raise DescriptorError.expected("strides", f"{len(sizes)} entries (one per size)", len(strides))
     bits_per_element = data_type.size_in_bits
     if bits_per_element == 0:
         return 0

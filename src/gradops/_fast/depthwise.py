@@ -61,6 +61,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .._depthwise_reference import REFERENCE_KERNELS
 from . import half, row_njit, simd
 from .pool import begin, claim, end, finish, share, thread_count
 from .strided import aligned_input, element_aligned, flat_view
@@ -1556,6 +1557,12 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
+_REFERENCE_NAMES = {"forward": "conv_forward", "input": "backprop_input", "filter": "backprop_filter"}
+# A column stride this much beyond the input's width runs on the reference kernels (float64 sums):
+# the strided layouts stage one residue plane per stride step, whatever the width.
+_MAX_EMPTY_PLANES = 64
+
+
 def _live_taps(in_size: int, out_size: int, taps: int, stride: int, dilation: int, pad: int
                ) -> tuple[int, int, int, int, int] | None:
     """The taps of one filter axis that read inside the input, for some output position ``o``:
@@ -1610,7 +1617,15 @@ def _entry_point(role: str) -> Callable[[Callable[..., None]], Callable[..., Non
                 else:
                     out[...] = 0
                     a, out = a[:, crop_h:, crop_w:], out[taps]
+            space = out if role == "input" else a
+            output_space = a if role == "input" else (b if role == "filter" else out)
+            if output_space.shape[2] == 1:
+                stride_w = 1  # one output column: the stride is never applied
             attrs = (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left)
+            if stride_w > space.shape[2] + _MAX_EMPTY_PLANES:
+                # Residue planes (one per stride step) would be mostly empty and grow with the stride
+                REFERENCE_KERNELS[_REFERENCE_NAMES[role]](a, b, out, *attrs)
+                return
             if element_aligned(out):
                 compute(a, b, out, *attrs)
                 return
