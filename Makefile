@@ -1,12 +1,13 @@
 # Two entry points that work on a fresh machine with only python3 and make:
 #   make examples   install gradops in .venv and run the SPEC worked examples
 #   make test       install gradops with test and peer extras in .venv and run the whole test suite
+#   make fuzz       a long fuzz campaign (tests/fuzz, GRADOPS_FUZZ=long) and its counts per target
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 
-.PHONY: examples test bench install install-dev clean
+.PHONY: examples test fuzz bench install install-dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +30,17 @@ examples: install
 test: install-dev
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
+# FUZZ_EXAMPLES generated cases per fuzz test (each makes 1-4 calls); the report lists the calls,
+# outcomes and slowest call per target, and fails on any exception other than GradopsError.
+FUZZ_EXAMPLES ?= 2000
+fuzz: install-dev
+	rm -f .fuzz-counts.jsonl
+	status=0; GRADOPS_FUZZ=long GRADOPS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GRADOPS_FUZZ_COUNTS=.fuzz-counts.jsonl \
+		$(PY) -m pytest -n 2 --dist load -q tests/fuzz || status=$$?; \
+	$(PY) tests/fuzz/report.py .fuzz-counts.jsonl || status=1; exit $$status
+
 bench: install-dev
 	$(VENV)/bin/gradops bench
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .fuzz-counts.jsonl

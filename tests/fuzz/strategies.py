@@ -79,7 +79,7 @@ def hostile_arrays(draw, rng: np.random.Generator) -> object:
         shape = [1] * rank
         shape[draw(st.integers(0, rank - 1))] = draw(st.sampled_from((2**31, 2**32 - 1, 2**33, 10**10)))
         if kind == "broadcast":
-            shape = [2**20] * rank
+            shape = [2**15] * rank  # up to 2**60 elements, one in memory
         return np.broadcast_to(np.float32(1), shape)
     if kind == "masked":
         return np.ma.masked_array(np.ones((1, 2, 2, 1), np.float32), mask=[[[[0], [1]], [[0], [0]]]])
