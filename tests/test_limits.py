@@ -129,6 +129,7 @@ def test_masked_arrays_are_refused(backend):
         "SAME", backend=backend))
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix, the subclass users meet
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_other_subclasses_are_read_as_base_arrays(backend):
     m = np.matrix([[1, -2], [-3, 4]], np.float32)
