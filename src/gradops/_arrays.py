@@ -24,12 +24,17 @@ def dtype_names(dtypes: Iterable[np.dtype]) -> str:
 
 @cache
 def memory_limit_bytes() -> int:
-    """The most bytes one call may need: the machine's physical memory (README "Errors"). A
-    call that needs more could only fail or swap for minutes, so it is refused up front."""
+    """The most bytes one call may need: the machine's physical memory, or less with
+    ``GRADOPS_MEMORY_LIMIT_MB`` (README "Errors"). A call that needs more could only fail or swap
+    for minutes (or wake the OOM killer), so it is refused up front."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
-        return np.iinfo(np.intp).max
+        physical = np.iinfo(np.intp).max
+    try:
+        return min(physical, int(os.environ["GRADOPS_MEMORY_LIMIT_MB"]) << 20)
+    except (KeyError, ValueError):
+        return physical
 
 
 def _gib(nbytes: int) -> str:

@@ -9,6 +9,10 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
+# Hostile sizes reach the memory limit by design: a low one keeps every call (and the machine,
+# which other jobs share) small. Set before gradops reads it.
+os.environ.setdefault("GRADOPS_MEMORY_LIMIT_MB", "1024")
+
 # No shrinking: a failing case is reported as generated (shrinking a slow call took minutes).
 _COMMON = dict(deadline=None, derandomize=False, print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])

@@ -31,6 +31,7 @@ slowest: dict[str, float] = {}  # target -> seconds of its slowest call
 
 
 def _write_counts() -> None:
+    """Append this process's totals so far (a report keeps each process's last line)."""
     path = os.environ.get("GRADOPS_FUZZ_COUNTS")
     if path and counts:
         with open(path, "a") as file:
@@ -93,6 +94,8 @@ def call(target: str, function: Callable[..., Any], *args: Any, outputs: tuple =
     legitimately the output too (relu in place). Returns (result, GradopsError or None).
     """
     counts[target] += 1
+    if sum(counts.values()) % 500 == 0:
+        _write_counts()  # a campaign that is stopped keeps its counts
     watched = [a for a in (*args, *kwargs.values()) if not any(a is o for o in (*outputs, *may_write))]
     before = _snapshot(watched)
     outputs_before = _snapshot(list(outputs))

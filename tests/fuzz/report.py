@@ -1,4 +1,5 @@
-"""Sum a fuzz campaign's counts file (``GRADOPS_FUZZ_COUNTS``, one JSON line per process): calls and
+"""Sum a fuzz campaign's counts file (``GRADOPS_FUZZ_COUNTS``: JSON lines, the last of each process
+holding its totals): calls and
 outcomes per target, the slowest call, and every exception other than GradopsError. Exit status 1
 if there was any such exception."""
 
@@ -14,16 +15,19 @@ def main(path: str) -> int:
     outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     slowest: dict[str, float] = {}
     escapes: list[str] = []
+    last: dict[int, dict] = {}  # each process's last line holds its totals
     with open(path) as file:
         for line in file:
             record = json.loads(line)
-            calls.update(record["counts"])
-            for key, count in record["outcomes"].items():
-                target, outcome = key.split("|")
-                outcomes[target][outcome] += count
-            for target, seconds in record.get("slowest", {}).items():
-                slowest[target] = max(slowest.get(target, 0.0), seconds)
-            escapes += record.get("escapes", [])
+            last[record["pid"]] = record
+    for record in last.values():
+        calls.update(record["counts"])
+        for key, count in record["outcomes"].items():
+            target, outcome = key.split("|")
+            outcomes[target][outcome] += count
+        for target, seconds in record.get("slowest", {}).items():
+            slowest[target] = max(slowest.get(target, 0.0), seconds)
+        escapes += record.get("escapes", [])
     print(f"{'target':45} {'calls':>7} {'slowest s':>9}  outcomes")
     for target in sorted(calls):
         detail = ", ".join(f"{o} {n}" for o, n in outcomes[target].most_common())
