@@ -121,6 +121,14 @@ def _check_tensor(name: str, value: Any, prefix: str, dtype: np.dtype | None = N
     return value
 
 
+def _shape4(name: str, value: Any) -> tuple[int, ...]:
+    """A tensor shape given to ``geometry``: 4 non-negative integers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)) or len(value) != 4 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in value):
+        raise ShapeError.expected(name, "4 non-negative integers", value)
+    return tuple(int(v) for v in value)
+
+
 def _check_sizes(name: str, value: Any, prefix: str, what: str) -> tuple[int, ...]:
     """``input_sizes`` / ``filter_sizes``: 4 non-negative int32 values (SPEC 5.1)."""
     if isinstance(value, np.ndarray):
@@ -353,7 +361,8 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
     ERROR_PREFIX = ""
 
     def geometry(self, input_shape: Sequence[int], filter_shape: Sequence[int]) -> DepthwiseGeometry:
-        return self._geometry(tuple(input_shape), "input.shape", tuple(filter_shape), "filter.shape", None)
+        return self._geometry(_shape4("input.shape", input_shape), "input.shape",
+                              _shape4("filter.shape", filter_shape), "filter.shape", None)
 
     def __call__(self, input: np.ndarray, filter: np.ndarray, *, out: np.ndarray | None = None,
                  backend: str | None = None) -> np.ndarray:
@@ -381,7 +390,8 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
     def geometry(self, input_sizes: Any, filter_shape: Sequence[int],
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
         sizes = _check_sizes("input_sizes", input_sizes, self.ERROR_PREFIX, "input")
-        return self._geometry(sizes, "input_sizes", tuple(filter_shape), "filter.shape", tuple(out_backprop_shape))
+        return self._geometry(sizes, "input_sizes", _shape4("filter.shape", filter_shape), "filter.shape",
+                              _shape4("out_backprop.shape", out_backprop_shape))
 
     def __call__(self, input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
@@ -407,7 +417,8 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
     def geometry(self, input_shape: Sequence[int], filter_sizes: Any,
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
         sizes = _check_sizes("filter_sizes", filter_sizes, self.ERROR_PREFIX, "filter")
-        return self._geometry(tuple(input_shape), "input.shape", sizes, "filter_sizes", tuple(out_backprop_shape))
+        return self._geometry(_shape4("input.shape", input_shape), "input.shape", sizes, "filter_sizes",
+                              _shape4("out_backprop.shape", out_backprop_shape))
 
     def __call__(self, input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
