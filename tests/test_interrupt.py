@@ -24,13 +24,21 @@ call = lambda a: gradops.depthwise_conv2d_native(a, f, [1, 1, 1, 1], "SAME", bac
 small = call(x[:, :64, :64])  # compiles or loads the kernel
 start = time.perf_counter(); full = call(x); whole = time.perf_counter() - start
 if sys.argv[1] == "in-process":
-    threading.Timer(0.2 * whole, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    start = time.perf_counter()
-    try:
-        call(x)
+    for attempt in range(5):  # a call on a busy machine may, rarely, finish before the signal
+        timer = threading.Timer(0.1 * whole, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        start, completed = time.perf_counter(), False
+        try:
+            call(x)
+            completed = True
+            timer.join()  # its interrupt lands in the join or right after: wait it out
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            if not completed:
+                print(f"interrupted {time.perf_counter() - start:.3f} {whole:.3f}")
+                break
+    else:
         print("completed")
-    except KeyboardInterrupt:
-        print(f"interrupted {time.perf_counter() - start:.3f} {whole:.3f}")
     print("same bits after:", np.array_equal(call(x[:, :64, :64]), small), np.array_equal(call(x), full))
 else:
     print(f"running {whole:.3f}", flush=True)
