@@ -100,7 +100,11 @@ def test_depthwise_functions(op, data):
     result, error = call(f"depthwise_{op}", _run, op, operands, sizes, attrs,
                          outputs=(out,) if out is not None else ())
     if error is None and attrs["backend"] in ("fast", None, "auto"):
-        reference = _run(op, [np.asarray(a) for a in operands], sizes, attrs, backend="reference")
+        try:
+            reference = _run(op, [np.asarray(a) for a in operands], sizes, attrs, backend="reference")
+        except gradops.GradopsError as exc:  # the reference's float64 copies may exceed the memory limit
+            assert exc.field == "backend", exc
+            return
         assert result.shape == reference.shape and result.dtype == reference.dtype
         if result.size == 0:  # e.g. a zero batch: the other sizes may be huge
             return
