@@ -124,7 +124,7 @@ def hostile_outs(draw, good: np.ndarray, inputs: list[np.ndarray]) -> object:
             return np.full(good.shape, 7, good.dtype)
         if kind == "input" and source.shape == good.shape:
             return source
-        flat = source.reshape(-1) if source.flags.c_contiguous else None
+        flat = source.view(np.ndarray).reshape(-1) if source.flags.c_contiguous else None
         if flat is not None and flat.size >= good.size:
             return flat[:good.size].reshape(good.shape)
         return np.full(good.shape, 7, good.dtype)
