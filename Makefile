@@ -2,12 +2,13 @@
 #   make examples   install gradops in .venv and run the SPEC worked examples
 #   make test       install gradops with test and peer extras in .venv and run the whole test suite
 #                   (and, on an AVX-512 host, the fast backend's tests with AVX2 code: make test-avx2)
+#   make fuzz       a long fuzz campaign (tests/fuzz, GRADOPS_FUZZ=long) and its counts per target
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 
-.PHONY: examples test test-avx2 bench install install-dev clean
+.PHONY: examples test test-avx2 fuzz bench install install-dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +39,17 @@ FAST_TESTS = tests/test_fast_resample.py tests/test_fast_depthwise.py tests/test
 test-avx2: install-dev
 	NUMBA_CPU_NAME=znver3 NUMBA_CPU_FEATURES= $(PY) -m pytest -n 2 -q $(FAST_TESTS)
 
+# FUZZ_EXAMPLES generated cases per fuzz test (each makes 1-4 calls); the report lists the calls,
+# outcomes and slowest call per target, and fails on any exception other than GradopsError.
+FUZZ_EXAMPLES ?= 2000
+fuzz: install-dev
+	rm -f .fuzz-counts.jsonl
+	status=0; GRADOPS_FUZZ=long GRADOPS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GRADOPS_FUZZ_COUNTS=.fuzz-counts.jsonl \
+		$(PY) -m pytest -n 2 --dist load -q tests/fuzz || status=$$?; \
+	$(PY) tests/fuzz/report.py .fuzz-counts.jsonl || status=1; exit $$status
+
 bench: install-dev
 	$(VENV)/bin/gradops bench
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .fuzz-counts.jsonl

@@ -85,3 +85,66 @@ def test_run_errors_are_one_line(tmp_path, content, message):
 def test_run_missing_file(tmp_path):
     result = gradops("run", str(tmp_path / "absent.json"))
     assert result.returncode == 2 and "cannot read" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- issue 27: every failure is one line and exit status 2 ----------------------------------------
+
+def _one_line_error(result: subprocess.CompletedProcess, fragment: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gradops: error: ") and fragment in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("nonutf8", b'{"operator": "relu\xff"}', "expected UTF-8 text, got byte 0xff"),
+    ("deep", b"[" * 100000 + b"]" * 100000, "nested less deeply"),
+    ("int8", b'{"operator": "relu", "DataType": "INT8", "feature_level": "5.1", "inputs": {"InputTensor": [300]}}',
+     "inputs.InputTensor: expected numbers convertible to int8"),
+    ("emptynpy", b'{"operator": "relu", "inputs": {"InputTensor": {"file": "empty.npy"}}}',
+     "inputs.InputTensor: cannot read empty.npy"),
+    ("huge", b'{"operator": "DepthwiseConv2dNativeBackpropInput", "T": "float", "input_sizes": [1, 100000, 100000, 1],'
+     b' "strides": [1, 100000, 100000, 1], "padding": "SAME", "filter": [[[[1.0]]]], "out_backprop": [[[[1.0]]]]}',
+     "input_sizes: the output of shape (1, 100000, 100000, 1) needs"),  # 1e10 elements
+])
+def test_run_failure_modes_are_one_line(tmp_path, name, content, fragment):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / f"{name}.json").write_bytes(content)
+    _one_line_error(gradops("run", f"{name}.json", cwd=tmp_path), fragment)
+
+
+def test_run_output_in_a_missing_folder_leaves_nothing(tmp_path):
+    (tmp_path / "ok.json").write_text('{"operator": "relu", "inputs": {"InputTensor": [1.0, -2.0]}}')
+    _one_line_error(gradops("run", "ok.json", "-o", "missing/out.npz", cwd=tmp_path), "--output: cannot write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.json"]
+    result = gradops("run", "ok.json", "-o", "out.npz", cwd=tmp_path)
+    assert result.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["ok.json", "out.npz"]
+
+
+def test_fifo_inputs_are_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "op.json").write_text('{"operator": "relu", "inputs": {"InputTensor": {"file": "fifo"}}}')
+    _one_line_error(gradops("run", "fifo", cwd=tmp_path), "not a regular file")
+    _one_line_error(gradops("run", "op.json", cwd=tmp_path), "inputs.InputTensor: cannot read fifo: not a regular file")
+
+
+def test_check_unknown_op_is_an_error():
+    _one_line_error(gradops("check", "--op", "Bogus"), "--op: expected part of an operator name")
+
+
+def test_python_dash_m_gradops_runs_the_cli():
+    result = subprocess.run([sys.executable, "-m", "gradops", "ops"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "DML_OPERATOR_ACTIVATION_RELU_GRAD" in result.stdout
+
+
+def test_unexpected_errors_are_one_line_too(tmp_path, monkeypatch, capsys):
+    from gradops import cli, registry
+
+    def broken(path):
+        raise RuntimeError("something\nunforeseen")
+
+    monkeypatch.setattr(registry, "read_json", broken)
+    assert cli.main(["run", str(tmp_path / "x.json")]) == 2
+    assert capsys.readouterr().err == ("gradops: error: unexpected RuntimeError: something unforeseen "
+                                       "(GRADOPS_TRACEBACK=1 shows where)\n")

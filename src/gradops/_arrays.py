@@ -7,7 +7,8 @@ output is written.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import os
+from functools import cache, lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -21,11 +22,72 @@ def dtype_names(dtypes: Iterable[np.dtype]) -> str:
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
+@cache
+def memory_limit_bytes() -> int:
+    """The most bytes one call may need: the machine's physical memory, or less with
+    ``GRADOPS_MEMORY_LIMIT_MB`` (README "Errors"). A call that needs more could only fail or swap
+    for minutes (or wake the OOM killer), so it is refused up front."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        physical = np.iinfo(np.intp).max
+    try:
+        return min(physical, int(os.environ["GRADOPS_MEMORY_LIMIT_MB"]) << 20)
+    except (KeyError, ValueError):
+        return physical
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB"
+
+
+def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, working_bytes: int = 0,
+                      working: str = "") -> None:
+    """Refuse, naming ``field``, an output of ``shape`` that NumPy cannot address or whose bytes,
+    with the call's ``working_bytes`` (e.g. resample's tap tables, ``working`` says what they
+    are), exceed :func:`memory_limit_bytes`: the one place that sizes a result before anything
+    is allocated."""
+    elements = math.prod(shape)
+    if elements * itemsize > np.iinfo(np.intp).max:
+        raise ShapeError(field, f"expected an output NumPy can address, got {elements} elements of "
+                         f"{itemsize} bytes (shape {tuple(shape)})")
+    extra = f" and {_gib(working_bytes)} of {working}" if working_bytes else ""
+    require_memory(field, elements * itemsize + working_bytes,
+                   f"the output of shape {tuple(shape)} needs {_gib(elements * itemsize)}{extra}")
+
+
+def require_memory(field: str, nbytes: int, what: str) -> None:
+    """Refuse, naming ``field``, a call whose working memory (``what`` needs ``nbytes``) exceeds
+    :func:`memory_limit_bytes`."""
+    limit = memory_limit_bytes()
+    if nbytes > limit:
+        raise ShapeError(field, f"{what}, more than this machine's {_gib(limit)} of memory")
+
+
+def allocate_output(field: str, shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None
+                    ) -> np.ndarray:
+    """A fresh output (:func:`~gradops._output_cache.empty_output`) after
+    :func:`check_output_size`; an allocation the system still refuses raises ``ShapeError``."""
+    check_output_size(field, shape, np.dtype(dtype).itemsize)
+    try:
+        return empty_output(shape, dtype, like)
+    except (MemoryError, ValueError) as exc:
+        raise ShapeError(field, f"cannot allocate an output of shape {shape} and dtype "
+                         f"{np.dtype(dtype).name}: {exc}") from exc
+
+
 def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:
     """``value`` as an ndarray. Lists and scalars are refused: they carry no dtype, and gradops
-    never converts dtypes behind the caller's back. Array-likes (``__array__``) are accepted."""
-    if isinstance(value, np.ndarray):
+    never converts dtypes behind the caller's back. Array-likes (``__array__``) are accepted.
+    ndarray subclasses are read through a base-class view (no copy), except masked arrays,
+    which are refused: their mask would be silently ignored (README "Errors")."""
+    if type(value) is np.ndarray:
         return value
+    if isinstance(value, np.ma.MaskedArray):
+        raise DataTypeError.expected(name, "a plain NumPy array (a masked array's mask would be ignored: "
+                                     "pass .filled(...) or .data)", value)
+    if isinstance(value, np.ndarray):
+        return value.view(np.ndarray)
     if isinstance(value, (list, tuple)) or np.isscalar(value):
         raise DataTypeError.expected(name, f"a NumPy array of dtype {dtype_names(dtypes)}", value)
     try:
@@ -34,8 +96,14 @@ def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:
         raise DataTypeError.expected(name, "a NumPy array", value) from exc
 
 
+# DirectML's limit on a tensor's element count (SPEC 2.2), applied to the inputs of the DirectML
+# operators' NumPy functions too: a broadcast view may be far larger than its memory.
+MAX_ELEMENTS = 2**32 - 1
+
+
 def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Sequence[int]) -> np.ndarray:
-    """An input array (see :func:`as_array`) of a supported dtype and rank."""
+    """An input array (see :func:`as_array`) of a supported dtype and rank, with at most
+    :data:`MAX_ELEMENTS` elements."""
     value = as_array(name, value, dtypes)
     if value.dtype not in dtypes:  # a dtype equals its scalar type: np.dtype("float32") == np.float32
         raise DataTypeError.expected(f"{name}.dtype", dtype_names(dtypes), str(value.dtype))
@@ -46,6 +114,8 @@ def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Seq
     if 0 in value.shape:
         raise ShapeError.expected(f"{name}.shape[{value.shape.index(0)}]",
                                   "a size >= 1 (DirectML sizes are never 0)", value.shape)
+    if math.prod(value.shape) > MAX_ELEMENTS:
+        raise ShapeError.expected(f"{name}.shape", "at most 2^32-1 elements (DirectML's limit)", value.shape)
     return value
 
 
@@ -103,18 +173,25 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Mapping[str, np.ndarray],
-                may_alias: Sequence[str] = (), name: str = "out", like: np.ndarray | None = None) -> np.ndarray:
-    """Validate a user's ``out=`` array, or allocate a fresh one (in the memory order of ``like``,
-    as NumPy's ``order="K"``: see :func:`~gradops._output_cache.empty_output`).
+                may_alias: Sequence[str] = (), name: str = "out", like: np.ndarray | None = None,
+                size_field: str = "out") -> np.ndarray:
+    """Validate a user's ``out=`` array, or allocate a fresh one (:func:`allocate_output`, in the
+    memory order of ``like``, as NumPy's ``order="K"``; a size error names ``size_field``).
 
     ``out`` must be a writeable ndarray of exactly ``shape`` and ``dtype`` whose elements do
     not overlap each other. It may share memory with an input only if that input's name is in
     ``may_alias`` and the two are the very same view (element-wise operators run in place).
+    A subclass is written through a base-class view, which is returned; a masked array is refused.
     """
     if out is None:
-        return empty_output(tuple(shape), dtype, like)
+        return allocate_output(size_field, tuple(shape), dtype, like)
     if not isinstance(out, np.ndarray):
         raise AliasingError.expected(name, "a NumPy array or None", out)
+    if isinstance(out, np.ma.MaskedArray):
+        raise AliasingError.expected(name, "a plain NumPy array (a masked array's mask would not be updated)",
+                                     out)
+    if type(out) is not np.ndarray:
+        out = out.view(np.ndarray)
     if out.dtype != dtype:
         raise DataTypeError.expected(f"{name}.dtype", str(np.dtype(dtype)), str(out.dtype))
     if out.shape != tuple(shape):

@@ -102,7 +102,9 @@ def _borrow(array: np.ndarray) -> np.ndarray:
     owner = array.base
     while isinstance(owner, np.ndarray):
         owner = owner.base
-    return np.asarray(_Borrowed(array.__array_interface__)) if isinstance(owner, _Block) else array
+    if not isinstance(owner, _Block):
+        return array
+    return np.asarray(_Borrowed(array.__array_interface__)).view(array.dtype)  # bfloat16: see _empty
 
 
 def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None) -> np.ndarray:
@@ -139,4 +141,5 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     raw = _CACHE.take(nbytes + _ALIGNMENT)
     if raw is None:
         raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
-    return np.asarray(_Block(raw, shape, dtype))
+    # the array interface spells an ml_dtypes type (bfloat16) as raw bytes ("|V2"): view it back
+    return np.asarray(_Block(raw, shape, dtype)).view(dtype)

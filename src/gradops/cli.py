@@ -1,8 +1,9 @@
 """The ``gradops`` command line: ``examples``, ``run FILE.json``, ``ops`` and the commands of
 :data:`COMMANDS` (each a module with ``add_arguments(parser)`` and ``main(args) -> int``).
 
-Every user error (bad JSON, a bad descriptor, a missing file) prints one line starting with
-``gradops: error:`` and exits with status 2, never a traceback.
+Every failure (bad JSON, a bad descriptor, a missing file, and anything unexpected) prints one
+line starting with ``gradops: error:`` and exits with status 2, never a traceback
+(``GRADOPS_TRACEBACK=1`` shows it for an unexpected error). Ctrl-C exits with status 130.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -84,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # .npy has no bfloat16 (ml_dtypes) type: such outputs are stored widened to float32, exactly.
     stored = {name: array.astype(np.float32) if array.dtype.name == "bfloat16" else array
               for name, array in outputs.items()}
-    np.savez(out_path, **stored)
+    _write_npz(out_path, "--output" if args.output else "output", stored)
     console = _console()
     console.print(f"{op.name}: ran gradops.{op.function}")
     for name, array in outputs.items():
@@ -93,6 +96,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"    {_plain(_fmt(array))}")
     console.print(f"wrote {out_path}")
     return 0
+
+
+def _write_npz(path: Path, field: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` whole or not at all: into a temporary file in the same folder,
+    renamed over ``path`` once complete."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise GradopsError(field, f"cannot write {path}: the folder {folder} does not exist")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise GradopsError(field, f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(file, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's file is private; the output is an ordinary file
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise GradopsError(field, f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -148,6 +175,11 @@ def _compile_progress():
         logger.setLevel(level)
 
 
+def _fail(message: str) -> int:
+    print(f"gradops: error: {' '.join(message.split())}", file=sys.stderr)  # one line
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -156,8 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return args.func(args)
             return importlib.import_module(args.module).main(args)
     except GradopsError as exc:
-        print(f"gradops: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("gradops: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's promise: one line, never a traceback
+        if os.environ.get("GRADOPS_TRACEBACK"):
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (GRADOPS_TRACEBACK=1 shows where)")
 
 
 if __name__ == "__main__":

@@ -339,7 +339,7 @@ class DmlResampleParams:
         in_shape = _shape("input_shape", input_shape, ranks=(3, 4, 5), what="an (N, C, *spatial) shape")
         spatial_in = in_shape[2:]
         count = len(spatial_in)
-        if mode not in _TORCH_NEAREST and mode not in _TORCH_LINEAR_RANKS:
+        if not isinstance(mode, str) or mode not in _TORCH_NEAREST and mode not in _TORCH_LINEAR_RANKS:
             raise DescriptorError.expected("mode", "'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'",
                                            mode)
         if mode in _TORCH_LINEAR_RANKS and _TORCH_LINEAR_RANKS[mode] != count:
@@ -385,7 +385,7 @@ class DmlResampleParams:
         """
         in_shape = _shape("input_shape", input_shape)
         out_shape = _shape("output_shape", output_shape, ranks=(len(in_shape),), what="one size per input axis")
-        if method in ("cubic", "lanczos3", "lanczos5"):
+        if isinstance(method, str) and method in ("cubic", "lanczos3", "lanczos5"):
             raise UnsupportedError("method", f"DirectML has no {method} interpolation (only nearest and linear)")
         mode = _choice("method", method, _JAX_METHODS)
         antialias = _flag("antialias", antialias)
@@ -447,7 +447,7 @@ class DmlResampleParams:
         in_shape = _shape("input_shape", input_shape)
         rank = len(in_shape)
         out_shape = _shape("output_shape", output_shape, ranks=(rank,), what="one size per input axis")
-        if mode == "cubic":
+        if isinstance(mode, str) and mode == "cubic":
             raise UnsupportedError("mode", "DirectML has no cubic interpolation (SPEC 6.4)")
         dml_mode = _choice("mode", mode, {"nearest": "nearest", "linear": "linear"})
         transform = _choice("coordinate_transformation_mode", coordinate_transformation_mode,

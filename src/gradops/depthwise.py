@@ -31,17 +31,16 @@ output size that truncates to 0 (SPEC 5.3). A sum over no taps is 0.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 
-from ._arrays import as_array, prepare_out
+from ._arrays import as_array, prepare_out, require_memory
 from ._backend import resolve_backend
+from ._depthwise_reference import BFLOAT16, REFERENCE_KERNELS
 from .errors import DataTypeError, DescriptorError, ShapeError
 from .registry import OpInfo, load_data
 
@@ -52,7 +51,6 @@ __all__ = [
     "DepthwiseGeometry", "DEPTHWISE_DTYPES",
 ]
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 DEPTHWISE_DTYPES = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64))
 # TensorFlow's names for T (SPEC 5.1), also accepted by the descriptors and `gradops run`.
 _TF_TYPE_NAMES = {"half": np.dtype(np.float16), "bfloat16": BFLOAT16, "float": np.dtype(np.float32),
@@ -61,7 +59,6 @@ _TF_TYPE_LIST = "half, bfloat16, float, double"
 _PADDINGS = ("SAME", "VALID", "EXPLICIT")
 _DATA_FORMATS = ("NHWC", "NCHW")
 _INT32_MAX = 2**31 - 1
-_MAX_BYTES = np.iinfo(np.intp).max
 
 
 # --- attribute and argument checks ---------------------------------------------------------
@@ -118,7 +115,18 @@ def _check_tensor(name: str, value: Any, prefix: str, dtype: np.dtype | None = N
                                      str(value.dtype))
     if value.ndim != 4:
         raise ShapeError(f"{name}.ndim", f"{prefix}{name} must be 4-dimensional, got shape {list(value.shape)}")
+    # a broadcast view can be far larger than its memory; kernels stage rows of it
+    require_memory(f"{name}.shape", value.size * value.itemsize, f"a tensor of shape {value.shape} spans "
+                   f"{value.size * value.itemsize / 2**30:.3g} GiB")
     return value
+
+
+def _shape4(name: str, value: Any) -> tuple[int, ...]:
+    """A tensor shape given to ``geometry``: 4 non-negative integers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)) or len(value) != 4 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in value):
+        raise ShapeError.expected(name, "4 non-negative integers", value)
+    return tuple(int(v) for v in value)
 
 
 def _check_sizes(name: str, value: Any, prefix: str, what: str) -> tuple[int, ...]:
@@ -320,14 +328,13 @@ class _DepthwiseDesc:
         return DepthwiseGeometry(batch, height, width, channels, filter_height, filter_width, multiplier,
                                  out_h, out_w, pad_top, pad_bottom, pad_left, pad_right)
 
-    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        if math.prod(shape) * self.T.itemsize > _MAX_BYTES:
-            raise ShapeError.expected("out.shape", "a result small enough to address", shape)
-        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs)
+    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray], size_field: str
+                     ) -> np.ndarray:
+        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs, size_field=size_field)
 
     def _run(self, kernel: str, operands: tuple[np.ndarray, ...], out: np.ndarray, geometry: DepthwiseGeometry,
              backend: str) -> None:
-        """Run ``kernel`` (a name in ``gradops._fast.depthwise`` and ``_REFERENCE``) on NHWC views."""
+        """Run ``kernel`` (a name in ``gradops._fast.depthwise`` and ``REFERENCE_KERNELS``) on NHWC views."""
         if out.size == 0:
             return
         if any(operand.size == 0 for operand in operands):
@@ -339,7 +346,11 @@ class _DepthwiseDesc:
 
             getattr(fast, kernel)(*operands, out, *args)
         else:
-            _REFERENCE[kernel](*operands, out, *args)
+            # float64 copies of the operands, the accumulator and one tap's products
+            nbytes = 8 * (2 * sum(operand.size for operand in operands) + 3 * out.size)
+            require_memory("backend", nbytes, f"the reference backend's float64 copies need about "
+                           f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
+            REFERENCE_KERNELS[kernel](*operands, out, *args)
 
 
 @dataclass(frozen=True)
@@ -350,7 +361,8 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
     ERROR_PREFIX = ""
 
     def geometry(self, input_shape: Sequence[int], filter_shape: Sequence[int]) -> DepthwiseGeometry:
-        return self._geometry(tuple(input_shape), "input.shape", tuple(filter_shape), "filter.shape", None)
+        return self._geometry(_shape4("input.shape", input_shape), "input.shape",
+                              _shape4("filter.shape", filter_shape), "filter.shape", None)
 
     def __call__(self, input: np.ndarray, filter: np.ndarray, *, out: np.ndarray | None = None,
                  backend: str | None = None) -> np.ndarray:
@@ -358,7 +370,10 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(x.shape, filt.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt})
+        # the output grows with the padding, or with the filter's channel multiplier
+        size_field = "explicit_paddings" if self.padding == "EXPLICIT" else "filter.shape"
+        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt},
+                                size_field)
         self._run("conv_forward", (_nhwc_view(x, self.data_format), filt), _nhwc_view(out, self.data_format),
                   geometry, backend)
         return out
@@ -375,7 +390,8 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
     def geometry(self, input_sizes: Any, filter_shape: Sequence[int],
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
         sizes = _check_sizes("input_sizes", input_sizes, self.ERROR_PREFIX, "input")
-        return self._geometry(sizes, "input_sizes", tuple(filter_shape), "filter.shape", tuple(out_backprop_shape))
+        return self._geometry(sizes, "input_sizes", _shape4("filter.shape", filter_shape), "filter.shape",
+                              _shape4("out_backprop.shape", out_backprop_shape))
 
     def __call__(self, input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
@@ -383,7 +399,8 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(input_sizes, filt.shape, dy.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy})
+        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy},
+                                "input_sizes")
         self._run("backprop_input", (_nhwc_view(dy, self.data_format), filt), _nhwc_view(out, self.data_format),
                   geometry, backend)
         return out
@@ -400,7 +417,8 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
     def geometry(self, input_shape: Sequence[int], filter_sizes: Any,
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
         sizes = _check_sizes("filter_sizes", filter_sizes, self.ERROR_PREFIX, "filter")
-        return self._geometry(tuple(input_shape), "input.shape", sizes, "filter_sizes", tuple(out_backprop_shape))
+        return self._geometry(_shape4("input.shape", input_shape), "input.shape", sizes, "filter_sizes",
+                              _shape4("out_backprop.shape", out_backprop_shape))
 
     def __call__(self, input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
@@ -408,7 +426,7 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self.geometry(x.shape, filter_sizes, dy.shape)
         backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy})
+        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy}, "filter_sizes")
         self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
                   geometry, backend)
         return out
@@ -468,107 +486,6 @@ def depthwise_conv2d_native_backprop_filter(input: np.ndarray, filter_sizes: Any
     T = _check_tensor("input", input, DepthwiseConv2dNativeBackpropFilterDesc.ERROR_PREFIX).dtype
     desc = DepthwiseConv2dNativeBackpropFilterDesc(T, strides, padding, explicit_paddings, data_format, dilations)
     return desc(input, filter_sizes, out_backprop, out=out, backend=backend)
-
-
-# --- reference backend: one strided multiply-accumulate per filter tap, in float64 -------------
-
-def _tap_span(tap: int, in_size: int, out_size: int, stride: int, dilation: int,
-              pad_before: int) -> tuple[slice, slice] | None:
-    """The output positions ``o`` that filter tap ``tap`` connects to an input position
-    ``i = o*stride - pad_before + tap*dilation`` inside ``[0, in_size)`` (SPEC 5.4), as an output
-    slice and the matching strided input slice; None if every such input is padding."""
-    offset = tap * dilation - pad_before
-    first = max(0, -(offset // stride))  # ceil(-offset / stride)
-    last = min(out_size - 1, (in_size - 1 - offset) // stride)
-    if last < first:
-        return None
-    start = first * stride + offset
-    return slice(first, last + 1), slice(start, start + (last - first) * stride + 1, stride)
-
-
-def _taps(filter_height: int, filter_width: int, in_hw: tuple[int, int], out_hw: tuple[int, int],
-          stride_h: int, stride_w: int, dil_h: int, dil_w: int, pad_top: int, pad_left: int):
-    """Yield ``(ky, kx, (out_rows, out_cols), (in_rows, in_cols))`` for every tap that touches
-    the input."""
-    for ky in range(filter_height):
-        rows = _tap_span(ky, in_hw[0], out_hw[0], stride_h, dil_h, pad_top)
-        if rows is None:
-            continue
-        for kx in range(filter_width):
-            cols = _tap_span(kx, in_hw[1], out_hw[1], stride_w, dil_w, pad_left)
-            if cols is not None:
-                yield ky, kx, (rows[0], cols[0]), (rows[1], cols[1])
-
-
-def round_once(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """float64 -> ``dtype`` with a single rounding to nearest even (SPEC 5.6).
-
-    NumPy rounds float64 to float16 and float32 directly, but ml_dtypes converts float64 to
-    bfloat16 through float32 (two roundings). So bfloat16 goes through float32 rounded to odd,
-    which has enough spare bits to make the final rounding exact (Boldo and Melquiond, 2008).
-    """
-    if dtype != BFLOAT16:
-        return values.astype(dtype)
-    narrow = values.astype(np.float32)
-    inexact = narrow != values
-    away_from_zero = inexact & (np.abs(narrow) > np.abs(values))
-    # Sign-magnitude bits: subtracting one moves toward zero (truncation); then force the last bit odd.
-    bits = (narrow.view(np.uint32) - away_from_zero.astype(np.uint32)) | inexact.astype(np.uint32)
-    return bits.view(np.float32).astype(BFLOAT16)
-
-
-def _as_float64(array: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(array, dtype=np.float64)
-
-
-def _reference_conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
-                            dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
-    batch, height, width, channels = x.shape
-    filter_height, filter_width, _, multiplier = filt.shape
-    _, out_h, out_w, _ = out.shape
-    x64, f64 = _as_float64(x), _as_float64(filt)
-    acc = np.zeros((batch, out_h, out_w, channels, multiplier))
-    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
-            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
-            pad_top, pad_left):
-        acc[:, out_rows, out_cols] += x64[:, in_rows, in_cols, :, None] * f64[ky, kx]
-    out[...] = round_once(acc.reshape(out.shape), out.dtype)
-
-
-def _reference_backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
-                              dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
-    batch, height, width, channels = out.shape
-    filter_height, filter_width, _, multiplier = filt.shape
-    _, out_h, out_w, _ = dy.shape
-    dy64, f64 = _as_float64(dy).reshape(batch, out_h, out_w, channels, multiplier), _as_float64(filt)
-    acc = np.zeros(out.shape)
-    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
-            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
-            pad_top, pad_left):
-        # Within one tap distinct outputs hit distinct inputs, so += on the strided view is exact.
-        acc[:, in_rows, in_cols] += np.einsum("nhwcm,cm->nhwc", dy64[:, out_rows, out_cols], f64[ky, kx])
-    out[...] = round_once(acc, out.dtype)
-
-
-def _reference_backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int,
-                               dil_h: int, dil_w: int, pad_top: int, pad_left: int) -> None:
-    batch, height, width, channels = x.shape
-    filter_height, filter_width, _, multiplier = out.shape
-    _, out_h, out_w, _ = dy.shape
-    x64, dy64 = _as_float64(x), _as_float64(dy).reshape(batch, out_h, out_w, channels, multiplier)
-    acc = np.zeros(out.shape)
-    for ky, kx, (out_rows, out_cols), (in_rows, in_cols) in _taps(
-            filter_height, filter_width, (height, width), (out_h, out_w), stride_h, stride_w, dil_h, dil_w,
-            pad_top, pad_left):
-        acc[ky, kx] = np.einsum("nhwc,nhwcm->cm", x64[:, in_rows, in_cols], dy64[:, out_rows, out_cols])
-    out[...] = round_once(acc, out.dtype)
-
-
-_REFERENCE: dict[str, Callable[..., None]] = {
-    "conv_forward": _reference_conv_forward,
-    "backprop_input": _reference_backprop_input,
-    "backprop_filter": _reference_backprop_filter,
-}
 
 
 # --- registry: `gradops run` with TensorFlow field names -------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ._arrays import layout_overlap
+from ._arrays import check_output_size, layout_overlap
 from .errors import BindingError, DataTypeError, DescriptorError, FeatureLevelError, ShapeError
 
 __all__ = [
@@ -179,6 +179,11 @@ def calc_buffer_tensor_size(data_type: DataType | str | int, sizes: Sequence[int
     An UNKNOWN data type gives 0.
     """
     data_type = DataType.of(data_type)
+    sizes = _uint_tuple(sizes, "sizes", minimum=0)
+    if strides is not None:
+        strides = _uint_tuple(strides, "strides", minimum=0)
+        if len(strides) != len(sizes):
+            raise DescriptorError.expected("strides", f"{len(sizes)} entries (one per size)", len(strides))
     bits_per_element = data_type.size_in_bits
     if bits_per_element == 0:
         return 0
@@ -344,6 +349,13 @@ class OperatorDesc:
     def _execute(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], backend: str | None) -> None:
         raise NotImplementedError
 
+    def check_tensor_fields(self) -> None:
+        """Every tensor field holds a :class:`TensorDesc` (the first check of each ``validate``)."""
+        for name in self.INPUTS + self.OUTPUTS:
+            value = getattr(self, name)
+            if not isinstance(value, TensorDesc):
+                raise DescriptorError.expected(dml_name(name), "a TensorDesc", value)
+
     def tensor_descs(self) -> dict[str, TensorDesc]:
         return {name: getattr(self, name) for name in self.INPUTS + self.OUTPUTS}
 
@@ -376,8 +388,7 @@ class CompiledOperator:
                                f"({', '.join(map(dml_name, desc.INPUTS))}) and optionally {n_out} output "
                                f"buffers ({', '.join(map(dml_name, desc.OUTPUTS))}); got {len(buffers)}")
         in_buffers = buffers[:n_in]
-        out_buffers = list(buffers[n_in:]) or [
-            np.zeros(getattr(desc, name).size_in_bytes, dtype=np.uint8) for name in desc.OUTPUTS]
+        out_buffers = list(buffers[n_in:]) or [_zeroed_buffer(desc, name) for name in desc.OUTPUTS]
         inputs = [getattr(desc, name).view(buf, field=dml_name(name))
                   for name, buf in zip(desc.INPUTS, in_buffers)]
         outputs = [getattr(desc, name).view(buf, field=dml_name(name), writeable=True)
@@ -387,6 +398,17 @@ class CompiledOperator:
 
     def __repr__(self) -> str:
         return f"CompiledOperator({self.desc!r}, backend={self.backend!r})"
+
+
+def _zeroed_buffer(desc: OperatorDesc, name: str) -> np.ndarray:
+    """A zero-filled output buffer of the tensor's ``TotalTensorSizeInBytes``, sized first."""
+    field = f"{dml_name(name)}.TotalTensorSizeInBytes"
+    size = getattr(desc, name).size_in_bytes
+    check_output_size(field, (size,), 1)
+    try:
+        return np.zeros(size, dtype=np.uint8)
+    except (MemoryError, ValueError) as exc:
+        raise ShapeError(field, f"cannot allocate {size} bytes: {exc}") from exc
 
 
 def dml_name(field: str) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -74,22 +75,24 @@ def load_data(value: Any, *, field_name: str, dtype: np.dtype, base: Path) -> np
     if isinstance(value, Mapping):
         if set(value) - {"file", "key"} or "file" not in value:
             raise DescriptorError.expected(field_name, '{"file": PATH} or {"file": PATH, "key": NAME}', value)
-        path = base / str(value["file"])
+        path = regular_file(base / str(value["file"]), field_name)
         try:
             loaded = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DescriptorError(field_name, f"cannot read {path}: {exc}") from exc
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                keys = list(loaded.keys())
-                key = value.get("key", keys[0] if len(keys) == 1 else None)
-                if key not in keys:
-                    raise DescriptorError.expected(f"{field_name}.key", f"one of {keys}", key)
-                loaded = loaded[key]
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:
+                    keys = list(loaded.keys())
+                    key = value.get("key", keys[0] if len(keys) == 1 else None)
+                    if key not in keys:
+                        raise DescriptorError.expected(f"{field_name}.key", f"one of {keys}", key)
+                    loaded = loaded[key]
+        except DescriptorError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an unreadable, empty or corrupt file: any of many types
+            raise DescriptorError(field_name, f"cannot read {path} as .npy or .npz: {exc}") from exc
         return loaded
     try:
         return np.array(value, dtype=dtype)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise DescriptorError.expected(field_name, f"numbers convertible to {np.dtype(dtype).name}", value) from exc
 
 
@@ -161,10 +164,29 @@ def run_dml_json(desc_cls: type[OperatorDesc], spec: Mapping[str, Any], base: Pa
     return {dml_name(name): np.array(descs[name].view(buf)) for name, buf in zip(desc_cls.OUTPUTS, results)}
 
 
-def read_json(path: Path) -> Any:
+def regular_file(path: Path, field: str) -> Path:
+    """``path`` if it names a regular file. Checked before opening: opening a FIFO blocks until
+    someone writes to it, and a device or a folder is never an operator's data."""
     try:
-        return json.loads(path.read_text())
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise DescriptorError(field, f"cannot read {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(mode):
+        raise DescriptorError(field, f"cannot read {path}: not a regular file")
+    return path
+
+
+def read_json(path: Path) -> Any:
+    regular_file(path, str(path))
+    try:
+        text = path.read_bytes().decode("utf-8")
+        return json.loads(text)
     except OSError as exc:
         raise DescriptorError(str(path), f"cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise DescriptorError(str(path), f"expected UTF-8 text, got byte {exc.object[exc.start]:#04x} at offset "
+                              f"{exc.start}") from exc
     except json.JSONDecodeError as exc:
         raise DescriptorError(str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise DescriptorError(str(path), "expected JSON nested less deeply (Python's parser gave up)") from exc

@@ -126,6 +126,7 @@ class ActivationReluDesc(OperatorDesc):
     OUTPUTS = ("output_tensor",)
 
     def validate(self, feature_level: FeatureLevel | str | int | None = None) -> None:
+        self.check_tensor_fields()
         level = None if feature_level is None else FeatureLevel.of(feature_level)
         _check_relu_tensors([("InputTensor", self.input_tensor, False),
                              ("OutputTensor", self.output_tensor, True)], level, _RELU_RANK_LEVELS)
@@ -150,6 +151,7 @@ class ActivationReluGradDesc(OperatorDesc):
     OUTPUTS = ("output_gradient_tensor",)
 
     def validate(self, feature_level: FeatureLevel | str | int | None = None) -> None:
+        self.check_tensor_fields()
         level = None if feature_level is None else FeatureLevel.of(feature_level)
         require_feature_level(level, self.FEATURE_LEVEL, self.OPERATOR_TYPE)
         _check_relu_tensors([("InputTensor", self.input_tensor, False),

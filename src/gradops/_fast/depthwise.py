@@ -61,6 +61,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .._depthwise_reference import REFERENCE_KERNELS
 from . import half, row_njit, simd
 from .pool import begin, claim, end, finish, share, thread_count
 from .strided import aligned_input, element_aligned, flat_view
@@ -900,7 +901,8 @@ def _forward_kernel_for(planar_path: bool):
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
         row_len = (pitch if not planar else chans) * sw * plane_len
-        ring_rows = (fh - 1) * dh + 1  # distinct x rows one output row reads
+        # distinct x rows one output row reads, and never more than x has (a dilation may exceed it)
+        ring_rows = min((fh - 1) * dh + 1, in_h)
         jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
         acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
         columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
@@ -1015,7 +1017,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
         row_len = (margin_l + out_w + margin_r) * pitch
-        ring_rows = ((fh - 1) * dh) // sh + 1  # distinct dy rows one dx row reads
+        ring_rows = min(((fh - 1) * dh) // sh + 1, out_h)  # distinct dy rows one dx row reads, at most all
         jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
         acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
         columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
@@ -1341,7 +1343,7 @@ def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, 
     width = chans * mult
     plane_len = (in_w + sw - 1) // sw
     x_row_len = (width if not planar else chans) * sw * plane_len
-    ring_rows = (fh - 1) * dh + 1
+    ring_rows = min((fh - 1) * dh + 1, in_h)  # distinct x rows one dy row reads, at most all
     chunks = partial.shape[0]
     rows = n_batch * out_h
     columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
@@ -1581,27 +1583,86 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
-def _entry_point(compute: Callable[..., None]) -> Callable[..., None]:
+_REFERENCE_NAMES = {"forward": "conv_forward", "input": "backprop_input", "filter": "backprop_filter"}
+# A column stride this much beyond the input's width runs on the reference kernels (float64 sums):
+# the strided layouts stage one residue plane per stride step, whatever the width.
+_MAX_EMPTY_PLANES = 64
+
+
+def _live_taps(in_size: int, out_size: int, taps: int, stride: int, dilation: int, pad: int
+               ) -> tuple[int, int, int, int, int] | None:
+    """The taps of one filter axis that read inside the input, for some output position ``o``:
+    tap ``k`` reads input ``k*dilation - pad + o*stride`` (SPEC 5.4). Returns ``(first, last, crop,
+    pad', dilation')``: only taps first..last, read as a filter of their own with ``pad'`` and
+    ``dilation'`` from input position ``crop`` on (no input before ``crop`` is read), or None when
+    no tap reads the input. The other taps read only padding: the kernels would skip them, so
+    leaving them out gives the same bits, and no staging buffer grows with a dilation or padding
+    beyond the sizes of the operands."""
+    start = np.arange(taps, dtype=np.int64) * dilation - pad  # the input position each tap reads at o = 0
+    first_output = np.maximum(0, -(start // stride))  # the first o that reads at or after position 0
+    live = np.flatnonzero((first_output < out_size) & (start + first_output * stride <= in_size - 1))
+    if live.size == 0:
+        return None
+    first, last = int(live[0]), int(live[-1])
+    first_start = first * dilation - pad
+    return first, last, max(0, first_start), max(0, -first_start), dilation if last > first else 1
+
+
+def _entry_point(role: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """``compute(a, b, out, *attrs)`` for non-empty operands and an element-aligned ``out``: an empty
     output needs nothing, an empty operand means a sum over no taps (zeros), and an output view
-    whose strides are not whole elements is computed into a temporary and copied."""
-    @functools.wraps(compute)
-    def entry(a: np.ndarray, b: np.ndarray, out: np.ndarray, *attrs: int) -> None:
-        if out.size == 0:
-            return
-        if a.size == 0 or b.size == 0:
-            out[...] = 0
-            return
-        if element_aligned(out):
-            compute(a, b, out, *attrs)
-            return
-        target = np.empty(out.shape, out.dtype)
-        compute(a, b, target, *attrs)
-        np.copyto(out, target)
-    return entry
+    whose strides are not whole elements is computed into a temporary and copied. ``role`` says
+    which operands are the input-space tensor and the filter ("forward": x, filter, y; "input":
+    dy, filter, dx; "filter": x, dy, dfilter), so that taps reading only padding are left out
+    (:func:`_live_taps`)."""
+    def wrap(compute: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(compute)
+        def entry(a: np.ndarray, b: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
+                  dil_w: int, pad_top: int, pad_left: int) -> None:
+            if out.size == 0:
+                return
+            if a.size == 0 or b.size == 0:
+                out[...] = 0
+                return
+            space = out if role == "input" else a
+            filter_shape = out.shape if role == "filter" else b.shape
+            output_space = a if role == "input" else (b if role == "filter" else out)
+            rows = _live_taps(space.shape[1], output_space.shape[1], filter_shape[0], stride_h, dil_h, pad_top)
+            cols = _live_taps(space.shape[2], output_space.shape[2], filter_shape[1], stride_w, dil_w, pad_left)
+            if rows is None or cols is None:
+                out[...] = 0  # every tap reads padding
+                return
+            (k0h, k1h, crop_h, pad_top, dil_h), (k0w, k1w, crop_w, pad_left, dil_w) = rows, cols
+            if (k0h, k1h + 1, k0w, k1w + 1, crop_h, crop_w) != (0, filter_shape[0], 0, filter_shape[1], 0, 0):
+                taps = np.s_[k0h:k1h + 1, k0w:k1w + 1]
+                if role == "forward":
+                    a, b = a[:, crop_h:, crop_w:], b[taps]
+                elif role == "input":
+                    out[...] = 0  # dx positions before the crop and taps left out get nothing
+                    b, out = b[taps], out[:, crop_h:, crop_w:]
+                else:
+                    out[...] = 0
+                    a, out = a[:, crop_h:, crop_w:], out[taps]
+            space = out if role == "input" else a
+            output_space = a if role == "input" else (b if role == "filter" else out)
+            if output_space.shape[2] == 1:
+                stride_w = 1  # one output column: the stride is never applied
+            attrs = (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left)
+            if stride_w > space.shape[2] + _MAX_EMPTY_PLANES:
+                # Residue planes (one per stride step) would be mostly empty and grow with the stride
+                REFERENCE_KERNELS[_REFERENCE_NAMES[role]](a, b, out, *attrs)
+                return
+            if element_aligned(out):
+                compute(a, b, out, *attrs)
+                return
+            target = np.empty(out.shape, out.dtype)
+            compute(a, b, target, *attrs)
+            np.copyto(out, target)
+        return entry
+    return wrap
 
 
-@_entry_point
+@_entry_point("forward")
 def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                  dil_w: int, pad_top: int, pad_left: int) -> None:
     """y[b, oy, ox, c*M+m] = sum_{ky,kx} x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
@@ -1633,7 +1694,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
           rows_per_job)
 
 
-@_entry_point
+@_entry_point("input")
 def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                    dil_w: int, pad_top: int, pad_left: int) -> None:
     """dx = the adjoint of ``conv_forward`` applied to dy (SPEC 5.4), into ``out`` [N, H, W, C]."""
@@ -1682,7 +1743,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
           _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)
 
 
-@_entry_point
+@_entry_point("filter")
 def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                     dil_w: int, pad_top: int, pad_left: int) -> None:
     """dF[ky, kx, c, m] = sum_{b,oy,ox} dy[b, oy, ox, c*M+m] * x[b, iy, ix, c] over in-range (iy, ix)

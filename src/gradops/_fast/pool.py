@@ -21,6 +21,13 @@ after its task: it lingers (``end``) inside the kernel, without the GIL, for
 ``_HELPER_SPIN_SECONDS`` watching ``epoch``, which the calling thread's kernel bumps (``begin``)
 once the next task is queued and the GIL released. The calls of a training step, which follow
 each other closely, find the helpers awake, and no thread waits on the GIL held by another.
+
+Interrupts. Python runs a signal handler (Ctrl-C's KeyboardInterrupt) on the main thread between
+bytecodes, never inside a nogil kernel. So a large call made from the main thread runs its
+caller's share on a proxy thread while the main thread waits interruptibly; on an interrupt it
+pushes the claim counter past the last chunk (:func:`_cancel`), so that every thread stops after
+the chunk it is computing, waits for those chunks and re-raises. The pool is then as after any
+call. Which thread computes a chunk never changes its result, so the bits are the same.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ _HELPER_SPIN_SECONDS = 2e-4
 # When the last task with helpers ended (perf_counter): until _HELPER_SPIN_SECONDS after it they
 # are awake, and cheap to hand work to.
 _last_helped = -1.0
+# Calls from the main thread that move at least this much can be interrupted (see the module
+# docstring); smaller ones, a few milliseconds at most, skip the proxy thread's two wake-ups.
+_INTERRUPTIBLE_BYTES = 128 << 20
 
 
 def _is_counter(counters, index) -> bool:
@@ -86,6 +96,25 @@ def _atomic_load(typingctx, counters, index):
     def codegen(context, builder, signature, args):
         return builder.load_atomic(_counter_pointer(context, builder, signature, args), "seq_cst", 8)
     return types.int64(counters, index), codegen
+
+
+@intrinsic
+def _fetch_add_many(typingctx, counters, index, amount):
+    """Atomically ``counters[index] += amount``; returns the previous value."""
+    if not _is_counter(counters, index) or not isinstance(amount, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", _counter_pointer(context, builder, signature, args), value, "seq_cst")
+    return types.int64(counters, index, amount), codegen
+
+
+@njit(nogil=True, cache=True)
+def _cancel(counters):
+    """Push the claim counter past any chunk count: every later ``claim`` ends its kernel's loop.
+    Returns the claims made before, of which at most ``chunks`` were real chunks."""
+    return _fetch_add_many(counters, 0, 1 << 40)
 
 
 CALLER, HELPER, ALONE = 0, 1, 2  # a kernel's ``role``
@@ -198,7 +227,11 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
         # The caller holds the arrays until every claimed chunk is done, and a helper touches
         # their data only in chunks it claimed; so helpers may hold lent views.
         _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *lent(args)))
-    kernel(counters, _epoch, CALLER if threads > 1 else ALONE, chunks, *args)
+    role = CALLER if threads > 1 else ALONE
+    if moved_bytes >= _INTERRUPTIBLE_BYTES and threading.current_thread() is threading.main_thread():
+        _run_interruptibly(kernel, counters, role, chunks, args)
+    else:
+        kernel(counters, _epoch, role, chunks, *args)
     # Wait for the helpers' claimed chunks: spin briefly (a chunk is short), then yield the CPU
     # (a helper may have been preempted).
     deadline = time.perf_counter() + _CALLER_SPIN_SECONDS
@@ -207,6 +240,60 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
             time.sleep(0)
     if threads > 1:
         _last_helped = time.perf_counter()
+
+
+def _run_interruptibly(kernel: Callable, counters: np.ndarray, role: int, chunks: int, args: tuple) -> None:
+    """The caller's share of ``kernel`` on the proxy thread; the main thread waits, and on an
+    exception (KeyboardInterrupt from a signal handler) cancels the call, waits until no thread
+    is computing a chunk of it any more, and re-raises."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+    _proxy().put((kernel, (counters, _epoch, role, chunks, *args), done, errors))
+    try:
+        done.wait()
+    except BaseException:
+        claimed = min(int(_cancel(counters)), chunks)
+        _wait_uninterrupted(lambda: done.is_set() and counters[1] >= claimed)
+        raise
+    if errors:
+        raise errors[0]
+
+
+def _wait_uninterrupted(finished: Callable[[], bool]) -> None:
+    """Wait for ``finished()``: a chunk or two, during which a further interrupt is deferred."""
+    pending: BaseException | None = None
+    while not finished():
+        try:
+            time.sleep(1e-3)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, once the threads are idle
+            pending = exc
+    if pending is not None:
+        raise pending
+
+
+_proxy_tasks: queue.SimpleQueue | None = None
+_proxy_pid = 0
+
+
+def _proxy() -> queue.SimpleQueue:
+    """The queue of the thread that runs the main thread's share of interruptible calls."""
+    global _proxy_tasks, _proxy_pid
+    with _helpers_lock:
+        if _proxy_tasks is None or _proxy_pid != os.getpid():  # threads do not survive a fork
+            _proxy_tasks, _proxy_pid = queue.SimpleQueue(), os.getpid()
+            threading.Thread(target=_serve_proxy, args=(_proxy_tasks,), daemon=True, name="gradops-caller").start()
+        return _proxy_tasks
+
+
+def _serve_proxy(tasks: queue.SimpleQueue) -> None:
+    while True:
+        kernel, args, done, errors = tasks.get()
+        try:
+            kernel(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
+            errors.append(exc)
+        done.set()
+        del kernel, args, done, errors  # the arrays of a finished call must not outlive it
 
 
 def _start_helpers(count: int, kernel: Callable, args: tuple) -> None:

@@ -25,8 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .check import print_report, run_checks
+    from ..errors import DescriptorError
+    from .check import print_report, probes, run_checks
 
+    operators = sorted({probe.operator for probe in probes()})
+    for name in args.op:
+        if not any(name.lower() in operator.lower() for operator in operators):
+            raise DescriptorError.expected("--op", f"part of an operator name: {', '.join(operators)}", name)
     rows = run_checks(ops=args.op, frameworks=args.framework, backend=args.backend, seed=args.seed)
     unexplained = print_report(rows)
     return min(unexplained, MAX_EXIT_STATUS)

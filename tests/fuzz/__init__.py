@@ -1,0 +1,1 @@
+"""The fuzz suite (issue 27); see conftest.py for its profiles."""
