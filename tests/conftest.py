@@ -30,3 +30,15 @@ def on_each_thread_count():
 
     yield run_each
     numba.set_num_threads(previous)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test: CI runs two test processes on two cores, and torch's
+    OpenMP teams of 2 threads would wait on each other's preempted threads (a channels_last batch
+    norm measured 68x slower)."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -17,17 +17,9 @@ from torch import nn  # noqa: E402
 from gradops import GradopsError  # noqa: E402
 from gradops.torch.segnet import SegNet, make_batch  # noqa: E402
 
-pytestmark = pytest.mark.peers
+pytestmark = [pytest.mark.peers, pytest.mark.usefixtures("one_torch_thread")]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """CI runs two test processes on two cores: torch's OpenMP teams of 2 threads would then
-    wait on each other's preempted threads (a channels_last batch norm measured 68x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

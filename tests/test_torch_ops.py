@@ -21,17 +21,9 @@ import gradops  # noqa: E402
 from gradops import GradopsError  # noqa: E402
 from gradops.torch._convert import as_numpy  # noqa: E402
 
-pytestmark = pytest.mark.peers
+pytestmark = [pytest.mark.peers, pytest.mark.usefixtures("one_torch_thread")]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """CI runs two test processes on two cores: torch's OpenMP teams of 2 threads would then
-    wait on each other's preempted threads (a channels_last batch norm measured 68x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 # Relative tolerance (of the output's largest magnitude) per dtype.
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
