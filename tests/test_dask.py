@@ -360,3 +360,23 @@ def test_readme_dask_snippet_runs():
     exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
     expected = gradops.resample_grad(namespace["dy_stack"].compute(), (8, 128, 128, 16), mode="linear")
     assert_same_bits(namespace["dx_stack"].compute(scheduler="threads"), expected)
+
+
+def test_graphs_of_arrays_larger_than_memory_are_built():
+    """A dask array may exceed memory and DirectML's 2^32-1 elements: the graph is still built
+    (validated without the whole-array size limits), while the NumPy API keeps refusing such an
+    operand, naming its field. Nothing is computed."""
+    big = da.zeros((4096, 256, 256, 64), dtype=np.float32, chunks=(8, 256, 256, 64))  # 64 GiB
+    filt = np.ones((3, 3, 64, 1), np.float32)
+    graphs = [gd.relu_grad(big, big), gd.resample_grad1(big, (4096, 128, 128, 64), mode="linear"),
+              gd.resample2(big, (4096, 512, 512, 64), mode="linear"),
+              gd.depthwise_conv2d_native(big, filt, [1, 1, 1, 1], "SAME"),
+              gd.depthwise_conv2d_native_backprop_input(list(big.shape), filt, big, [1, 1, 1, 1], "SAME"),
+              gd.depthwise_conv2d_native_backprop_filter(big, [3, 3, 64, 1], big, [1, 1, 1, 1], "SAME")]
+    assert [g.shape for g in graphs] == [big.shape, (4096, 128, 128, 64), (4096, 512, 512, 64), big.shape,
+                                         big.shape, (3, 3, 64, 1)]
+    stand_in = np.broadcast_to(np.zeros((), np.float32), big.shape)
+    with pytest.raises(gradops.ShapeError, match=r"^x\.shape"):
+        gradops.relu_grad(stand_in, stand_in)
+    with pytest.raises(gradops.ShapeError, match=r"^input\.shape"):
+        gradops.depthwise_conv2d_native(stand_in, filt, [1, 1, 1, 1], "SAME")

@@ -6,10 +6,12 @@ output is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from contextvars import ContextVar
 from functools import cache, lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -20,6 +22,22 @@ from .errors import AliasingError, DataTypeError, ShapeError
 def dtype_names(dtypes: Iterable[np.dtype]) -> str:
     names = [np.dtype(d).name for d in dtypes]
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+
+
+# Whole-array sizes are not checked while a blockwise graph is validated (gradops.dask): the whole
+# array is never an operand of one call, and each block's call checks its own sizes.
+_WHOLE_SIZES_CHECKED: ContextVar[bool] = ContextVar("gradops_whole_sizes_checked", default=True)
+
+
+@contextlib.contextmanager
+def blockwise_validation() -> Iterator[None]:
+    """Validate a call of the NumPy API on whole-array stand-ins without the limits on sizes (the
+    memory limit, DirectML's 2^32-1 elements): everything else is checked as in the call."""
+    token = _WHOLE_SIZES_CHECKED.set(False)
+    try:
+        yield
+    finally:
+        _WHOLE_SIZES_CHECKED.reset(token)
 
 
 @cache
@@ -48,7 +66,7 @@ def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, workin
     are), exceed :func:`memory_limit_bytes`: the one place that sizes a result before anything
     is allocated."""
     elements = math.prod(shape)
-    if elements * itemsize > np.iinfo(np.intp).max:
+    if elements * itemsize > np.iinfo(np.intp).max and _WHOLE_SIZES_CHECKED.get():
         raise ShapeError(field, f"expected an output NumPy can address, got {elements} elements of "
                          f"{itemsize} bytes (shape {tuple(shape)})")
     extra = f" and {_gib(working_bytes)} of {working}" if working_bytes else ""
@@ -60,7 +78,7 @@ def require_memory(field: str, nbytes: int, what: str) -> None:
     """Refuse, naming ``field``, a call whose working memory (``what`` needs ``nbytes``) exceeds
     :func:`memory_limit_bytes`."""
     limit = memory_limit_bytes()
-    if nbytes > limit:
+    if nbytes > limit and _WHOLE_SIZES_CHECKED.get():
         raise ShapeError(field, f"{what}, more than this machine's {_gib(limit)} of memory")
 
 
@@ -114,7 +132,7 @@ def check_input(name: str, value: Any, *, dtypes: Sequence[np.dtype], ranks: Seq
     if 0 in value.shape:
         raise ShapeError.expected(f"{name}.shape[{value.shape.index(0)}]",
                                   "a size >= 1 (DirectML sizes are never 0)", value.shape)
-    if math.prod(value.shape) > MAX_ELEMENTS:
+    if math.prod(value.shape) > MAX_ELEMENTS and _WHOLE_SIZES_CHECKED.get():
         raise ShapeError.expected(f"{name}.shape", "at most 2^32-1 elements (DirectML's limit)", value.shape)
     return value
 

@@ -12,6 +12,7 @@ that a block reads its own chunk plus a small halo.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 from typing import Any, Callable, Sequence
@@ -23,6 +24,7 @@ from dask.array.core import normalize_chunks
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from .._arrays import blockwise_validation
 from .._output_cache import empty_output
 from ..errors import GradopsError, ShapeError
 
@@ -36,6 +38,17 @@ def as_dask(name: str, value: Any) -> da.Array:
     if isinstance(value, np.ndarray):
         return da.from_array(value, chunks=value.shape or ())
     raise GradopsError.expected(name, "a dask.array.Array (or a NumPy array)", value)
+
+
+def builds_graph(function: Callable[..., da.Array]) -> Callable[..., da.Array]:
+    """A public function of gradops.dask: its arguments are validated as the NumPy call's are,
+    except the limits on whole-array sizes (``_arrays.blockwise_validation``): a dask array may be
+    larger than memory, and each block's own call checks its sizes."""
+    @functools.wraps(function)
+    def build(*args: Any, **kwargs: Any) -> da.Array:
+        with blockwise_validation():
+            return function(*args, **kwargs)
+    return build
 
 
 def shape_proxy(array: da.Array) -> np.ndarray:

@@ -41,7 +41,7 @@ from ..depthwise import (DepthwiseConv2dNativeBackpropFilterDesc, DepthwiseConv2
                          depthwise_conv2d_native as numpy_forward)
 from .._backend import resolve_backend
 from ..errors import ShapeError
-from ._graph import Range, as_dask, chunks_by_reads, gather, output_chunks, shape_proxy, tree_sum
+from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy, tree_sum
 
 __all__ = ["depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
            "depthwise_conv2d_native_backprop_filter"]
@@ -144,6 +144,7 @@ def _common(desc: Any, backend: str | None) -> tuple[_Layout, str]:
     return _Layout(desc.data_format), resolve_backend(backend)
 
 
+@builds_graph
 def depthwise_conv2d_native(input: Any, filter: np.ndarray, strides: Sequence[int], padding: str, *,
                             explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
                             dilations: Sequence[int] = (1, 1, 1, 1), chunks: Any = None,
@@ -181,6 +182,7 @@ def depthwise_conv2d_native(input: Any, filter: np.ndarray, strides: Sequence[in
     return gather("depthwise-forward", [x], chunks, plan_block, _block, T, token)
 
 
+@builds_graph
 def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray, out_backprop: Any,
                                            strides: Sequence[int], padding: str, *,
                                            explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
@@ -227,6 +229,7 @@ def _backprop_input(out_backprop: np.ndarray, *, input_sizes: tuple, filter: np.
     return numpy_backprop_input(input_sizes, filter, out_backprop, **arguments)
 
 
+@builds_graph
 def depthwise_conv2d_native_backprop_filter(input: Any, filter_sizes: Any, out_backprop: Any,
                                             strides: Sequence[int], padding: str, *,
                                             explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",

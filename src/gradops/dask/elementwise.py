@@ -15,9 +15,10 @@ from ..relu import relu as numpy_relu
 from ..relu import relu_grad as numpy_relu_grad
 from .._arrays import check_input, check_same
 from .._backend import resolve_backend
-from ._graph import as_dask, shape_proxy, _on_one_thread
+from ._graph import as_dask, builds_graph, _on_one_thread, shape_proxy
 
 
+@builds_graph
 def relu(x: Any, *, backend: str | None = None) -> da.Array:
     """:func:`gradops.relu` blockwise: ``x > 0 ? x : +0``."""
     x = as_dask("x", x)
@@ -27,6 +28,7 @@ def relu(x: Any, *, backend: str | None = None) -> da.Array:
                          meta=np.empty((0,) * x.ndim, x.dtype))
 
 
+@builds_graph
 def relu_grad(x: Any, dy: Any, *, backend: str | None = None) -> da.Array:
     """:func:`gradops.relu_grad` blockwise: ``x > 0 ? dy : +0``; the chunks of ``x`` and ``dy``
     are unified (each block of the result has the chunks both share)."""

@@ -41,10 +41,11 @@ import numpy as np
 
 from .._arrays import check_input
 from .._backend import resolve_backend
-from ..resample import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
-                        RESAMPLE_DTYPES, _Op, _Plan, _plan, _run, _sizes)
+from .._resample_params import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
+                                RESAMPLE_DTYPES, _Op, _Plan, _plan, _sizes)
+from ..resample import _run
 from ..errors import ShapeError
-from ._graph import Range, as_dask, chunks_by_reads, gather, output_chunks, shape_proxy
+from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy
 
 __all__ = ["resample", "resample1", "resample2", "resample_grad", "resample_grad1"]
 
@@ -163,7 +164,9 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     check_input(name, shape_proxy(source), dtypes=RESAMPLE_DTYPES, ranks=op.ranks)
     sizes = _sizes(sizes_name, sizes, source.ndim, f"one per axis of {name}")
     forward_in, forward_out = (sizes, source.shape) if gradient else (source.shape, sizes)
-    plan = _plan(op, forward_in, forward_out, _NUMPY_FIELDS, **parameters)
+    # itemsize 0: the full output is never held in memory (each block checks its own), only the
+    # plan's tap tables must fit.
+    plan = _plan(op, forward_in, forward_out, _NUMPY_FIELDS, 0, **parameters)
     backend = resolve_backend(backend)
     axes = [_Axis(index, weight, n_in, n_out)
             for (index, weight), n_in, n_out in zip(plan.taps, forward_in, forward_out)]
@@ -201,6 +204,7 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     return gather(op.operator_type.lower(), [source], chunks, plan_block, _block, source.dtype, token)
 
 
+@builds_graph
 def resample(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", scales: Sequence[float] | None = None,
              chunks: Any = None, backend: str | None = None) -> da.Array:
     """:func:`gradops.resample` on a dask array, the same bits for any chunking of ``x``.
@@ -208,6 +212,7 @@ def resample(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", scal
     return _blockwise(_RESAMPLE, x, output_sizes, chunks, backend, dict(mode=mode, scales=scales))
 
 
+@builds_graph
 def resample1(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", scales: Sequence[float] | None = None,
               input_pixel_offsets: Sequence[float] | None = None, output_pixel_offsets: Sequence[float] | None = None,
               chunks: Any = None, backend: str | None = None) -> da.Array:
@@ -217,6 +222,7 @@ def resample1(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", sca
                            output_pixel_offsets=output_pixel_offsets))
 
 
+@builds_graph
 def resample2(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", rounding_direction: Any = None,
               scales: Sequence[float] | None = None, input_pixel_offsets: Sequence[float] | None = None,
               output_pixel_offsets: Sequence[float] | None = None, chunks: Any = None,
@@ -227,6 +233,7 @@ def resample2(x: Any, output_sizes: Sequence[int], *, mode: Any = "nearest", rou
                            input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets))
 
 
+@builds_graph
 def resample_grad(dy: Any, input_sizes: Sequence[int], *, mode: Any = "nearest",
                   scales: Sequence[float] | None = None, input_pixel_offsets: Sequence[float] | None = None,
                   output_pixel_offsets: Sequence[float] | None = None, offset_convention: str = "per-tensor",
@@ -238,6 +245,7 @@ def resample_grad(dy: Any, input_sizes: Sequence[int], *, mode: Any = "nearest",
                            output_pixel_offsets=output_pixel_offsets, offset_convention=offset_convention))
 
 
+@builds_graph
 def resample_grad1(dy: Any, input_sizes: Sequence[int], *, mode: Any = "nearest", rounding_direction: Any = None,
                    scales: Sequence[float] | None = None, input_pixel_offsets: Sequence[float] | None = None,
                    output_pixel_offsets: Sequence[float] | None = None, offset_convention: str = "per-tensor",
