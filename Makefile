@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[test,peers,bench,torch,jax,dask,onnx]"
+	$(PIP) install --quiet -e ".[test,peers,bench,jax,dask,onnx]"  # peers holds torch==2.13.0
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
