@@ -82,12 +82,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not isinstance(spec, dict):
         raise GradopsError(str(path), f"expected a JSON object, got {type(spec).__name__}")
     op = find_op(spec.get("operator"))
-    outputs = op.run_json(spec, path.parent)
     out_path = Path(args.output) if args.output else path.with_suffix(".out.npz")
+    out_field = "--output" if args.output else "output"
+    if not out_path.parent.is_dir():  # before anything runs (and compiles), not after
+        raise GradopsError(out_field, f"cannot write {out_path}: the folder {out_path.parent} does not exist")
+    outputs = op.run_json(spec, path.parent)
     # .npy has no bfloat16 (ml_dtypes) type: such outputs are stored widened to float32, exactly.
     stored = {name: array.astype(np.float32) if array.dtype.name == "bfloat16" else array
               for name, array in outputs.items()}
-    _write_npz(out_path, "--output" if args.output else "output", stored)
+    _write_npz(out_path, out_field, stored)
     console = _console()
     console.print(f"{op.name}: ran gradops.{op.function}")
     for name, array in outputs.items():
