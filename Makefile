@@ -1,7 +1,8 @@
 # Two entry points that work on a fresh machine with only python3 and make:
 #   make examples   install gradops in .venv and run the SPEC worked examples
 #   make test       install gradops with test and peer extras in .venv and run the whole test suite
-#                   (and, on an AVX-512 host, the fast backend's tests with AVX2 code: make test-avx2)
+#   make test-avx2  on an AVX-512 host, the fast backend's tests again with the code numba generates
+#                   for an AVX2 CPU
 #   make fuzz       a long fuzz campaign (tests/fuzz, GRADOPS_FUZZ=long) and its counts per target
 PYTHON ?= python3
 VENV   ?= .venv
@@ -30,7 +31,6 @@ examples: install
 
 test: install-dev
 	$(PY) -m pytest -n 2 --dist loadgroup -q
-	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then $(MAKE) --no-print-directory test-avx2; fi
 
 # On an AVX-512 host, the fast backend's checks again with the code numba generates for an AVX2
 # CPU (Zen 3, with its own features: no AVX-512), the other tier users run.
