@@ -21,7 +21,7 @@ def _cpuinfo_flags() -> set[str]:
     return set()
 
 
-@pytest.mark.skipif(not Path("/proc/cpuinfo").exists() or os.environ.get("NUMBA_CPU_NAME"),
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists() or bool(os.environ.get("NUMBA_CPU_NAME")),
                     reason="the host's flags are read from Linux's /proc/cpuinfo")
 def test_host_target_has_the_host_cpus_features():
     flags = _cpuinfo_flags()
