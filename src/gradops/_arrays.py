@@ -11,7 +11,7 @@ import math
 import os
 from contextvars import ContextVar
 from functools import cache, lru_cache
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -69,17 +69,19 @@ def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, workin
     if elements * itemsize > np.iinfo(np.intp).max and _WHOLE_SIZES_CHECKED.get():
         raise ShapeError(field, f"expected an output NumPy can address, got {elements} elements of "
                          f"{itemsize} bytes (shape {tuple(shape)})")
-    extra = f" and {_gib(working_bytes)} of {working}" if working_bytes else ""
     require_memory(field, elements * itemsize + working_bytes,
-                   f"the output of shape {tuple(shape)} needs {_gib(elements * itemsize)}{extra}")
+                   lambda: f"the output of shape {tuple(shape)} needs {_gib(elements * itemsize)}"
+                           + (f" and {_gib(working_bytes)} of {working}" if working_bytes else ""))
 
 
-def require_memory(field: str, nbytes: int, what: str) -> None:
+def require_memory(field: str, nbytes: int, what: str | Callable[[], str]) -> None:
     """Refuse, naming ``field``, a call whose working memory (``what`` needs ``nbytes``) exceeds
-    :func:`memory_limit_bytes`."""
+    :func:`memory_limit_bytes`. ``what`` may be a function that returns the text: calls that
+    pass (all but a few) then skip formatting it, which costs as much as a small call's kernel."""
     limit = memory_limit_bytes()
     if nbytes > limit and _WHOLE_SIZES_CHECKED.get():
-        raise ShapeError(field, f"{what}, more than this machine's {_gib(limit)} of memory")
+        raise ShapeError(field, f"{what() if callable(what) else what}, more than this machine's {_gib(limit)} "
+                         "of memory")
 
 
 def allocate_output(field: str, shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None

@@ -116,8 +116,8 @@ def _check_tensor(name: str, value: Any, prefix: str, dtype: np.dtype | None = N
     if value.ndim != 4:
         raise ShapeError(f"{name}.ndim", f"{prefix}{name} must be 4-dimensional, got shape {list(value.shape)}")
     # a broadcast view can be far larger than its memory; kernels stage rows of it
-    require_memory(f"{name}.shape", value.size * value.itemsize, f"a tensor of shape {value.shape} spans "
-                   f"{value.size * value.itemsize / 2**30:.3g} GiB")
+    require_memory(f"{name}.shape", value.size * value.itemsize,
+                   lambda: f"a tensor of shape {value.shape} spans {value.size * value.itemsize / 2**30:.3g} GiB")
     return value
 
 

@@ -24,6 +24,9 @@ _POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
     np.dtype(np.float32): 0x7F800000, np.dtype(np.float16): 0x7C00,
     np.dtype(np.int32): 0x7FFFFFFF, np.dtype(np.int16): 0x7FFF, np.dtype(np.int8): 0x7F,
 }
+# Per dtype: the unsigned type its bits are selected as, and its limit in that type.
+_BITS_AND_LIMIT = {dtype: (_UNSIGNED[dtype.itemsize], _UNSIGNED[dtype.itemsize](limit))
+                   for dtype, limit in _POSITIVE_LIMIT.items()}
 
 
 # Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
@@ -177,14 +180,14 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         select_positive(x, value, staged)
         np.copyto(out, staged)
         return
-    bits = _UNSIGNED[out.itemsize]
-    limit = bits(_POSITIVE_LIMIT[x.dtype])
+    bits, limit = _BITS_AND_LIMIT[x.dtype]
     order = _common_dense_order(x, value, out)
     if order:
         # The common case, checked first because small calls are dominated by Python: all three
-        # are one dense run in the same memory order, so their flat views line up.
-        _select_dense_run(x.reshape(-1, order=order).view(bits), value.reshape(-1, order=order).view(bits),
-                          out.reshape(-1, order=order).view(bits), limit)
+        # are one dense run in the same memory order, so their flat views line up (``ravel`` of
+        # a contiguous array is a view, and the cheapest one NumPy makes).
+        _select_dense_run(x.ravel(order).view(bits), value.ravel(order).view(bits), out.ravel(order).view(bits),
+                          limit)
         return
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)
     x_buf, x_off, _ = flat_view(x)
