@@ -40,6 +40,7 @@ import numpy as np
 
 from ._arrays import as_array, prepare_out, require_memory
 from ._backend import resolve_backend
+from ._memo import memoized
 from ._depthwise_reference import BFLOAT16, REFERENCE_KERNELS
 from .errors import DataTypeError, DescriptorError, ShapeError
 from .registry import OpInfo, load_data
@@ -284,6 +285,11 @@ class _DepthwiseDesc:
                                   f"is not supported (got {list(pads)}, {self.data_format} order)")
         return pads
 
+    def _checked_geometry(self, *shapes: Any) -> DepthwiseGeometry:
+        """``self.geometry(*shapes)``, remembered per descriptor and shapes (``_memo``): it
+        depends on nothing else."""
+        return memoized(_GEOMETRIES, (self, *shapes), lambda: self.geometry(*shapes))
+
     @property
     def _spatial_axes(self) -> tuple[int, int]:
         return (2, 3) if self.data_format == "NCHW" else (1, 2)
@@ -368,7 +374,7 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
                  backend: str | None = None) -> np.ndarray:
         x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
-        geometry = self.geometry(x.shape, filt.shape)
+        geometry = self._checked_geometry(x.shape, filt.shape)
         backend = resolve_backend(backend)
         # the output grows with the padding, or with the filter's channel multiplier
         size_field = "explicit_paddings" if self.padding == "EXPLICIT" else "filter.shape"
@@ -397,7 +403,7 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
-        geometry = self.geometry(input_sizes, filt.shape, dy.shape)
+        geometry = self._checked_geometry(input_sizes, filt.shape, dy.shape)
         backend = resolve_backend(backend)
         out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy},
                                 "input_sizes")
@@ -424,7 +430,7 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
         x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
-        geometry = self.geometry(x.shape, filter_sizes, dy.shape)
+        geometry = self._checked_geometry(x.shape, filter_sizes, dy.shape)
         backend = resolve_backend(backend)
         out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy}, "filter_sizes")
         self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
@@ -433,6 +439,16 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
 
 
 # --- NumPy-level functions (tf.raw_ops signatures) ------------------------------------------
+
+_DESCRIPTORS: dict = {}
+_GEOMETRIES: dict = {}
+
+
+def _descriptor(cls: type, *attributes: Any) -> Any:
+    """``cls(*attributes)``, validated once per distinct attributes (``_memo``; descriptors are
+    frozen, so one can serve every call)."""
+    return memoized(_DESCRIPTORS, (cls, *attributes), lambda: cls(*attributes))
+
 
 def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequence[int], padding: str, *,
                             explicit_paddings: Sequence[int] = (), data_format: str = "NHWC",
@@ -448,7 +464,7 @@ def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequ
     Unlike TF's CPU kernel, NCHW, dilations and unequal row/column strides are accepted.
     """
     T = _check_tensor("input", input, "").dtype
-    desc = DepthwiseConv2dNativeDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    desc = _descriptor(DepthwiseConv2dNativeDesc, T, strides, padding, explicit_paddings, data_format, dilations)
     return desc(input, filter, out=out, backend=backend)
 
 
@@ -467,7 +483,7 @@ def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray,
     kernel, NCHW, dilations (honoured, not ignored) and unequal row/column strides are accepted.
     """
     T = _check_tensor("filter", filter, DepthwiseConv2dNativeBackpropInputDesc.ERROR_PREFIX).dtype
-    desc = DepthwiseConv2dNativeBackpropInputDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    desc = _descriptor(DepthwiseConv2dNativeBackpropInputDesc, T, strides, padding, explicit_paddings, data_format, dilations)
     return desc(input_sizes, filter, out_backprop, out=out, backend=backend)
 
 
@@ -484,7 +500,7 @@ def depthwise_conv2d_native_backprop_filter(input: np.ndarray, filter_sizes: Any
     accumulate in float32 and round once. NCHW, dilations and unequal strides are accepted.
     """
     T = _check_tensor("input", input, DepthwiseConv2dNativeBackpropFilterDesc.ERROR_PREFIX).dtype
-    desc = DepthwiseConv2dNativeBackpropFilterDesc(T, strides, padding, explicit_paddings, data_format, dilations)
+    desc = _descriptor(DepthwiseConv2dNativeBackpropFilterDesc, T, strides, padding, explicit_paddings, data_format, dilations)
     return desc(input, filter_sizes, out_backprop, out=out, backend=backend)
 
 
