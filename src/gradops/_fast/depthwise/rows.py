@@ -1,13 +1,14 @@
-"""Tap paths for whole filter rows (dilation 1), channels-last: the taps of one filter row read
-consecutive positions, so neighbouring outputs share their source vectors (SPEC 5.4; the same
-products and additions in the same order as ``taps._taps_blocked``, so the same bits).
+"""Tap paths for 3x3 filters and whole filter rows, channels-last: the taps of one filter row of
+dilation 1 read consecutive positions, so neighbouring outputs share their source vectors, and 9
+taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
+order as ``taps._taps_blocked``, so the same bits).
 
 * ``_taps_rows``: rows of 3 or 5 taps, 8 positions at a time (``_rows3_8x1``, ``_rows5_8x1``),
   then 4 (``_rows3_4x1``); 7 at a time for rows of 7k positions.
-* ``_taps9_2x2``: the 9 taps of a 3x3 filter over rows of at most ``_WEIGHTS_IN_REGISTERS_BYTES``
-  keep all 18 weight vectors of a pair of k vectors in registers and go 2 positions at a time;
-  ``_taps9_rows`` does the same for whole filter rows, each row's 4 source positions loaded once
-  for two outputs (``_window_2x2``).
+* ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
+  ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
+  and go 2 positions at a time; ``_taps9_rows`` does the same for whole filter rows, each row's 4
+  source positions loaded once for two outputs (``_window_2x2``).
 
 Each returns how many positions it computed; ``planes._fill_plane_blocked`` sends the rest to
 ``taps._taps_blocked``. Rows read in place from memory are prefetched ahead
