@@ -108,7 +108,7 @@ def _depthwise_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], 
             yield lambda x=x, dy=dy, attrs=attrs: function(x, filt.shape, dy, **attrs)
     if op == "depthwise_conv2d_native_backprop_input" and layout == "NHWC":
         # A dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a kernel
-        # of its own (_backprop_input_kernel_for in _fast/depthwise.py).
+        # of its own (_backprop_input_kernel_for in _fast/depthwise/kernels.py).
         large = (1, 256, 256, 64)
         dy = _array(large, dtype, 7)
         yield lambda: function(large, filt[:, :, :1].repeat(64, axis=2), dy, strides=(1, 1, 1, 1), padding="SAME",

@@ -86,7 +86,8 @@ class _CompileLog(event.Listener):
         if depth == 0:
             self._local.start = time.perf_counter()
             function = ev.data["dispatcher"].py_func
-            family = function.__module__.rsplit(".", 1)[-1]
+            # the module under _fast/ (a family's package: its name, not the submodule's)
+            family = function.__module__.split("._fast.", 1)[-1].split(".", 1)[0]
             log.info("compiling %s kernel %s for %s (first use; cached afterwards)", family,
                      function.__name__.strip("_"), _kernel_dtype(ev.data["args"]))
 

@@ -8,8 +8,9 @@ EXPLICIT paddings chosen so that the block's positions are the full call's posit
 ``[a*s - pt, (b-1)*s - pt + eff)`` clipped to ``[0, H)``, and the clipped parts become the
 block's pads. A block's taps are the full call's taps in the same order, and taps in the padding
 are skipped in both, so the forward op and the input gradient give the in-memory call's bits
-(the fast backend fixes each element's order by the problem alone, see ``_fast/depthwise.py``;
-the reference sums each element's taps in (ky, kx) order in float64).
+(the fast backend fixes each element's order by the problem alone, see
+``_fast/depthwise/__init__.py``; the reference sums each element's taps in (ky, kx) order in
+float64).
 
 Default output chunks follow the source's chunks: rows whose windows (forward) or whose
 reaching dY rows (dX) lie in one source chunk form one block, which reads that chunk in place;

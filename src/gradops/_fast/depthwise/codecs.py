@@ -1,0 +1,139 @@
+"""Element loads and stores of the depthwise kernels: half decoding and encoding, plain and
+non-temporal vector stores.
+
+Half arrays reach the kernels as their uint16 bits (numba has no half arithmetic): they load as
+float32 (bit-exact decoding) and are rounded once, to nearest even, as they are stored (SPEC 5.6:
+half types accumulate in float32), by ``half.py`` (float16 in hardware where the target has
+F16C). Each load and store dispatches on the array type while compiling: float arrays get plain
+copies, so the float32 / float64 kernels carry no conversion code (less to compile). The
+``@overload`` registrations happen when this module is imported, which every module calling
+these functions does before it defines a kernel.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .. import half, simd
+
+_FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
+_HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
+
+
+def _load_one(src, i, kind):
+    """float(src[i]), decoding half bits as ``kind`` says."""
+
+
+def _load_run(src, start, step, n, dst, dst_start, kind):
+    """``dst[dst_start + i] = float(src[start + i*step])`` for i < n."""
+
+
+def _store_run(acc, start, n, dst, dst_start, step, kind):
+    """``dst[dst_start + i*step] = acc[start + i]`` for i < n, rounded once to the output type."""
+
+
+def _store_one(dst, i, value, kind):
+    """``dst[i] = value`` rounded once to the output type."""
+
+
+@overload(_store_one, inline="always")
+def _store_one_impl(dst, i, value, kind):
+    if isinstance(dst.dtype, types.Float):
+        def copy(dst, i, value, kind):
+            dst[i] = value
+        return copy
+
+    def encode(dst, i, value, kind):
+        dst[i] = half.encode(value) if kind == _F16 else half.float_to_bf16(value)
+    return encode
+
+
+@overload(_load_one, inline="always")
+def _load_one_impl(src, i, kind):
+    if isinstance(src.dtype, types.Float):
+        return lambda src, i, kind: src[i]
+
+    def decode(src, i, kind):
+        return half.decode(src[i]) if kind == _F16 else half.bf16_to_float(src[i])
+    return decode
+
+
+# Inlined: staging calls it once per position of a row with a padded pitch, where a call with its
+# two views costs about as much as the copy.
+@overload(_load_run, inline="always")
+def _load_run_impl(src, start, step, n, dst, dst_start, kind):
+    if isinstance(src.dtype, types.Float):
+        def copy(src, start, step, n, dst, dst_start, kind):
+            out = dst[dst_start:dst_start + n]
+            if step == 1:
+                run = src[start:start + n]
+                for i in range(n):
+                    out[i] = run[i]
+            else:
+                for i in range(n):
+                    out[i] = src[start + i * step]
+        return copy
+
+    def decode(src, start, step, n, dst, dst_start, kind):
+        # the branches sit outside the loops, so each loop vectorises
+        out = dst[dst_start:dst_start + n]
+        if step != 1:
+            for i in range(n):
+                out[i] = _load_one(src, start + i * step, kind)
+            return
+        run = src[start:start + n]
+        if kind == _F16:
+            for i in range(n):
+                out[i] = half.decode(run[i])
+        else:
+            for i in range(n):
+                out[i] = half.bf16_to_float(run[i])
+    return decode
+
+
+def _inline_float_stores(expr, caller_info, callee_info) -> bool:
+    """Inline ``_store_run`` into float outputs only (the half encoders, inlined, trip an internal
+    numba IR check)."""
+    return isinstance(callee_info.typemap["dst"].dtype, types.Float)
+
+
+@overload(_store_run, inline=_inline_float_stores)
+def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
+    if isinstance(dst.dtype, types.Float):
+        def copy(acc, start, n, dst, dst_start, step, kind):
+            run = acc[start:start + n]
+            if step == 1:
+                out = dst[dst_start:dst_start + n]
+                for i in range(n):
+                    out[i] = run[i]
+            else:
+                for i in range(n):
+                    dst[dst_start + i * step] = run[i]
+        return copy
+
+    def encode(acc, start, n, dst, dst_start, step, kind):
+        run = acc[start:start + n]
+        if step != 1:
+            for i in range(n):
+                _store_one(dst, dst_start + i * step, run[i], kind)
+            return
+        out = dst[dst_start:dst_start + n]
+        if kind == _F16:
+            for i in range(n):
+                out[i] = half.encode(run[i])
+        else:
+            for i in range(n):
+                out[i] = half.float_to_bf16(run[i])
+    return encode
+
+
+@njit(inline="always")
+def _put(acc, p, value, stream):
+    """``simd.store``, or with ``stream`` its non-temporal form (``acc[p]`` on a 64-byte line)."""
+    if stream:
+        simd.store_stream(acc, p, value)
+    else:
+        simd.store(acc, p, value)

@@ -1,0 +1,197 @@
+"""Host-side decisions of the depthwise kernels, in plain Python before any kernel runs: from
+shapes, strides and dtype alone, how rows are laid out, read and written, and how the work is cut
+into jobs (SPEC 5.4 fixes what is summed; these choices only pick the code that sums it, never
+the order of the sums).
+
+* Layout: ``planar`` rows (``[k][position]``, when W is the unit-stride axis, e.g. NCHW) or
+  ``channels-last`` rows (``[position][k]``), positions ``pitch`` apart (``_pitch``).
+* Rows read in place ("direct", when they already are float rows of the canonical layout,
+  ``_direct_rows``) or staged, with zero margins for stride-1 backprop rows (``_zero_margins``).
+* A dx beyond the cache written with non-temporal stores: straight from the registers when its
+  positions start on 64-byte lines (``_on_lines``), else from a row buffer (``_streams_rows``).
+* The weight table (``_weights``), the jobs (``_rows_per_job``, ``_planar_block_rows``), and
+  the filter taps that read only padding, which are left out (``_live_taps``).
+
+The tuning constants are here, each with its reason; how each was measured is in
+docs/performance.md ("Depthwise").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import half, simd
+from ..pool import thread_count
+from ..strided import aligned_input, flat_view
+from .codecs import _HALF_KINDS
+
+_LINE = 64  # bytes per cache line
+# Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
+# since each job reads the source rows around its block again (``_rows_per_job``).
+_JOBS_PER_THREAD = 16
+# Backprop filter: independent partial sums per filter element (lane ``ox % 16``), so that the
+# additions of one element do not wait on each other.
+_LANES = 16
+# Backprop filter: row chunks reduced separately, then combined in order; a fixed number, so
+# that the bits do not depend on the thread count.
+_CHUNKS = 64
+_PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps to prefetch
+# ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
+# prefetch the newest row (the others were read for the previous output row).
+_PREFETCH_AHEAD_BYTES = 8192
+# Backprop input requests the next staged dy row from a dy at least this large (smaller ones are
+# mostly in the caches) while the current output row is summed, in equal shares over the blocks
+# of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of ``_taps9_rows`` (the
+# CPU does not keep one burst of line prefetches in flight), else at once.
+_PREFETCH_STAGED_BYTES = 16 << 20
+_NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
+# Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
+# ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
+_WEIGHTS_IN_REGISTERS_BYTES = 256
+# Backprop input reads stride-1 dy rows in place only up to this many bytes per position (one pair
+# of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows are staged with zero
+# margins, which makes each row one segment. Strided rows stay in place (staging did not pay).
+_IN_PLACE_ROW_BYTES = 128
+# ``_planar_blocks_kernel``: about this many elements per block of rows, so that a job's staged
+# rows and accumulators stay in cache.
+_PLANAR_BLOCK_ELEMENTS = 8192
+# A column stride this much beyond the input's width runs on the reference kernels (float64 sums):
+# the strided layouts stage one residue plane per stride step, whatever the width.
+_MAX_EMPTY_PLANES = 64
+
+
+def _accumulator(dtype: np.dtype) -> type:
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+def _kernel_view(array: np.ndarray, readonly: bool) -> tuple[np.ndarray, int, np.ndarray]:
+    """(flat buffer, offset, element strides) of any view; half types as their uint16 bits.
+    Inputs always go in read-only, so a caller's writeable flag does not double the kernel
+    specialisations numba compiles."""
+    array = aligned_input(array)
+    if array.dtype in _HALF_KINDS:
+        array = array.view(np.uint16)
+    buffer, offset, strides = flat_view(array)
+    if readonly:
+        buffer.flags.writeable = False
+    return buffer, offset, strides
+
+
+def _no_rows(dtype: type) -> np.ndarray:
+    """The stand-in for a "direct" input buffer when the rows are staged instead."""
+    rows = np.empty(0, dtype)
+    rows.flags.writeable = False
+    return rows
+
+
+def _is_planar(pos_stride: int, ch_stride: int, n_pos: int, n_ch: int) -> bool:
+    """Planar rows when positions, not channels, are the unit-stride axis (NCHW data)."""
+    return (n_pos == 1 or pos_stride == 1) and not (n_ch == 1 or ch_stride == 1)
+
+
+def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> bool:
+    """Whether rows already are float rows of the canonical layout: channels-last
+    ``[position][k]`` with k contiguous, or planar with unit position stride."""
+    if planar:
+        return n_pos == 1 or strides[2] == 1
+    return (width == 1 or strides[3] == 1) and (n_pos == 1 or strides[2] == width)
+
+
+def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
+    """Whether every channels-last position of a flat view starts on a 64-byte line and spans
+    whole lines (unit channel stride)."""
+    line = simd.VECTOR_BYTES // buffer.itemsize
+    return bool(strides[3] == 1 and chans % line == 0 and all(s % line == 0 for s in strides[:3])
+                and (buffer.ctypes.data + offset * buffer.itemsize) % simd.VECTOR_BYTES == 0)
+
+
+def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
+    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``."""
+    fh, fw, chans, mult = filt.shape
+    table = np.zeros((fh * fw, pitch), acc)
+    table[:, :chans * mult] = filt.reshape(fh * fw, chans * mult)
+    return table.reshape(-1)
+
+
+def _pitch(width: int, acc: type, planar: bool) -> int:
+    """Distance between consecutive positions of channels-last staged rows and between the taps of
+    the weight table: C*M, plus one cache line when C*M elements span a multiple of 512 bytes.
+    Without it, one vector of channels at 8-12 consecutive positions of 3-5 rows (what a block of
+    taps reads) falls into 2-4 of the 64 sets of a 32 KiB L1 and evicts itself."""
+    size = np.dtype(acc).itemsize
+    if planar or (width * size) % 512:
+        return width
+    return width + 64 // size
+
+
+def _rows_per_job(batch: int, rows: int) -> int:
+    """Output rows per job: about ``_JOBS_PER_THREAD`` jobs per thread balance the load, and no
+    more, since each job reads the source rows around its block again (a 3x3 filter: 2 rows).
+    Results do not depend on it: every output row is summed whole inside one job."""
+    return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * thread_count()))))
+
+
+def _streams_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, stride_w: int, planar: bool) -> bool:
+    """Whether backprop input writes dx rows from its row buffer with non-temporal stores as it
+    finishes them (``stream_rows``): a dx beyond the cache whose rows are one run each
+    (channels-last, stride 1), either float16 with M = 1 where the CPU converts half in hardware,
+    rounded on the way out (``_stream_row``), or float with M = 2, the two sums of each element
+    added in vectors on the way out (``_pair_sums_run``). Any row start: the partial lines at its
+    ends take plain stores."""
+    one_run = (stride_w == 1 and not planar and dx_st[3] == 1 and dx_st[2] == chans
+               and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
+    half_rows = out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1
+    pair_rows = out.dtype not in _HALF_KINDS and mult == 2
+    return one_run and (half_rows or pair_rows)
+
+
+def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:
+    """Zero dy positions to stage left and right of each row for the stride-1 adjoint, where dx
+    column ix reads dy column ix + pad_left - kx*dil_w: with them every tap reaches every dx
+    column. A tap reaching a margin adds x*0 = +-0 to a sum that started at +0, which leaves it
+    unchanged bit for bit (a sum from +0 is never -0; x + +-0 = x otherwise), given finite
+    weights. Each margin is the filter's reach (fw - 1)*dil_w less that side's padding, at least 0
+    (out_w = in_w + pad_left + pad_right - reach)."""
+    reach = (fw - 1) * dil_w
+    return max(0, reach - pad_left), max(0, in_w + pad_left - out_w)
+
+
+def _geometry(*sizes: int) -> np.ndarray:
+    """(N, H, W, C, M, OH, OW, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, pitch):
+    the ``geo`` argument of the row kernels."""
+    return np.array(sizes, dtype=np.int64)
+
+
+def _tap_shifts(fh: int, fw: int, step_y: int, step_x: int, start_y: int, start_x: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per tap (ky, kx) in order: the source offset ``start + k*step`` of each axis."""
+    ky, kx = np.divmod(np.arange(fh * fw, dtype=np.int64), fw)
+    return start_y + ky * step_y, start_x + kx * step_x
+
+
+
+def _planar_block_rows(out_h: int, out_w: int, shift_x: np.ndarray) -> int:
+    """Output rows per job of ``_planar_blocks_kernel``: blocks of about ``_PLANAR_BLOCK_ELEMENTS``."""
+    pitch = out_w + int(shift_x.max() - shift_x.min())
+    return max(1, min(out_h, _PLANAR_BLOCK_ELEMENTS // pitch))
+
+
+def _live_taps(in_size: int, out_size: int, taps: int, stride: int, dilation: int, pad: int
+               ) -> tuple[int, int, int, int, int] | None:
+    """The taps of one filter axis that read inside the input, for some output position ``o``:
+    tap ``k`` reads input ``k*dilation - pad + o*stride`` (SPEC 5.4). Returns ``(first, last, crop,
+    pad', dilation')``: only taps first..last, read as a filter of their own with ``pad'`` and
+    ``dilation'`` from input position ``crop`` on (no input before ``crop`` is read), or None when
+    no tap reads the input. The other taps read only padding: the kernels would skip them, so
+    leaving them out gives the same bits, and no staging buffer grows with a dilation or padding
+    beyond the sizes of the operands."""
+    start = np.arange(taps, dtype=np.int64) * dilation - pad  # the input position each tap reads at o = 0
+    first_output = np.maximum(0, -(start // stride))  # the first o that reads at or after position 0
+    live = np.flatnonzero((first_output < out_size) & (start + first_output * stride <= in_size - 1))
+    if live.size == 0:
+        return None
+    first, last = int(live[0]), int(live[-1])
+    first_start = first * dilation - pad
+    return first, last, max(0, first_start), max(0, -first_start), dilation if last > first else 1

@@ -1,0 +1,123 @@
+"""One residue plane of one output row (SPEC 5.4): the taps that reach the row are listed with
+the columns they reach, and the row splits into segments of columns reached by the same taps;
+each segment goes to the fastest tap path that fits it (``rows.py``, then ``taps.py`` for the
+rest). Taps in the padding are skipped: they are never multiplied by 0, except in the staged
+stride-1 backprop rows with zero margins and in the planar stride-1 blocks, where that is exact
+(``plan._zero_margins``, ``kernels._planar_blocks_kernel``).
+
+A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so x-space
+rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...); within
+a plane every tap's columns are contiguous again. No modulo runs in an inner loop.
+
+The plane functions are compiled once per type signature and called, as are ``_taps_rows`` and
+``_taps_blocked`` (see ``_fast/__init__``). Callers pass ``stream`` as a literal True / False, so
+numba compiles one specialisation of each with the stores fixed (a ``stream`` tested at each
+store is much slower).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .. import row_njit, simd
+from .plan import _WEIGHTS_IN_REGISTERS_BYTES
+from .rows import _filter_rows, _taps9_2x2, _taps9_rows, _taps_rows
+from .taps import _scaled1, _scaled4, _taps_blocked
+
+
+@njit(inline="always")
+def _insert_sorted(values, count, value):
+    """Insert ``value`` into the sorted distinct ``values[:count]``; return the new count."""
+    position = count
+    while position > 0 and values[position - 1] > value:
+        position -= 1
+    if position > 0 and values[position - 1] == value:
+        return count
+    for i in range(count, position, -1):
+        values[i] = values[i - 1]
+    values[position] = value
+    return count + 1
+
+
+@njit(inline="always")
+def _segments(lo, hi, nt, n_pos, bounds):
+    """Sort the distinct column bounds 0, n_pos, lo[t], hi[t] into ``bounds``; return how many.
+    Between two consecutive bounds each tap reaches every column or none."""
+    count = _insert_sorted(bounds, _insert_sorted(bounds, 0, 0), n_pos)
+    for t in range(nt):
+        count = _insert_sorted(bounds, _insert_sorted(bounds, count, lo[t]), hi[t])
+    return count
+
+
+
+@row_njit
+def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
+                        stream, ahead_src, ahead, ahead_n):
+    """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
+    ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
+    src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
+    columns reached by the same taps at a time. ``ahead_src[ahead : ahead + ahead_n]`` is
+    requested once: spread over ``_taps_rows`` or ``_taps9_rows`` if the first segment goes there,
+    else into L2 at its start."""
+    bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
+    for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
+        q0, q1 = bounds[segment], bounds[segment + 1]
+        count = np.int64(0)
+        for t in range(nt):
+            if lo[t] <= q0 and q1 <= hi[t]:
+                sub_so[count], sub_tap[count] = so[t] + q0 * pitch, tap[t] * pitch
+                count += 1
+        if count == 0:
+            for q in range(q0, q1):
+                acc[base + q * step:base + q * step + width] = 0
+            continue
+        # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
+        done = 0
+        rows = _filter_rows(sub_so, count, pitch)
+        nine = (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
+                and width % (2 * simd.lanes(acc)) == 0)
+        if rows == 0:  # the row paths spread the request over their work
+            simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
+        if nine:
+            if rows != 0:
+                done = _taps9_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, rows,
+                                   shifted, prefetch, stream, ahead_src, ahead, ahead_n)
+            else:
+                done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap,
+                                  stream)
+        else:
+            if rows != 0:
+                done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count,
+                                  rows, shifted, prefetch, stream, ahead_src, ahead, ahead_n)
+        ahead_n = 0
+        for t in range(count):
+            sub_so[t] += done * pitch
+        _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
+                      count, shifted, stream)
+
+
+@row_njit
+def _fill_plane_scaled(acc, base, n_pos, src, so, ch, weight, lo, hi, nt, scratch):
+    """Planar plane of ``n_pos`` positions: ``acc[base + q] = sum over taps t with lo[t] <= q <
+    hi[t], in order, of src[so[t] + ch + q] * weight[t]`` (0 where no tap reaches); segments as in
+    ``_fill_plane_blocked``."""
+    bounds, sub_so, sub_weight = scratch[0], scratch[1], scratch[2]
+    for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
+        q0, q1 = bounds[segment], bounds[segment + 1]
+        a0, n = base + q0, q1 - q0
+        count = np.int64(0)
+        for t in range(nt):
+            if lo[t] <= q0 and q1 <= hi[t]:
+                sub_so[count], sub_weight[count] = so[t] + ch + q0, t
+                count += 1
+        if count == 0:
+            acc[a0:a0 + n] = 0
+        t = 0
+        while count - t >= 4:
+            _scaled4(acc, a0, n, src, sub_so[t], sub_so[t + 1], sub_so[t + 2], sub_so[t + 3], weight[sub_weight[t]],
+                     weight[sub_weight[t + 1]], weight[sub_weight[t + 2]], weight[sub_weight[t + 3]], t == 0)
+            t += 4
+        while t < count:
+            _scaled1(acc, a0, n, src, sub_so[t], weight[sub_weight[t]], t == 0)
+            t += 1

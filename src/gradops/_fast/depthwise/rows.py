@@ -1,0 +1,383 @@
+"""Tap paths for 3x3 filters and whole filter rows, channels-last: the taps of one filter row of
+dilation 1 read consecutive positions, so neighbouring outputs share their source vectors, and 9
+taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
+order as ``taps._taps_blocked``, so the same bits).
+
+* ``_taps_rows``: rows of 3 or 5 taps, 8 positions at a time (``_rows3_8x1``, ``_rows5_8x1``),
+  then 4 (``_rows3_4x1``); 7 at a time for rows of 7k positions.
+* ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
+  ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
+  and go 2 positions at a time; ``_taps9_rows`` does the same for whole filter rows, each row's 4
+  source positions loaded once for two outputs (``_window_2x2``).
+
+Each returns how many positions it computed; ``planes._fill_plane_blocked`` sends the rest to
+``taps._taps_blocked``. Rows read in place from memory are prefetched ahead
+(``_PREFETCH_POSITIONS``, ``_PREFETCH_AHEAD_BYTES``), and the dy row the next output row stages
+is requested a share at a time while this one is summed (``_PREFETCH_STAGED_BYTES``).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .. import row_njit, simd
+from .codecs import _put
+from .plan import _LINE, _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
+from .taps import _channel_tail
+
+
+@njit(inline="always")
+def _run3(b, v0, v1, v2, w0, w1, w2):
+    """``((b + v0*w0) + v1*w1) + v2*w2``: three taps of one filter row, in order."""
+    return simd.muladd(simd.muladd(simd.muladd(b, v0, w0), v1, w1), v2, w2)
+
+
+@njit(inline="always")
+def _load8(src, p, pitch):
+    """The vectors at ``p`` of 8 consecutive channels-last positions ``pitch`` apart."""
+    return (simd.load(src, p), simd.load(src, p + pitch), simd.load(src, p + 2 * pitch),
+            simd.load(src, p + 3 * pitch), simd.load(src, p + 4 * pitch), simd.load(src, p + 5 * pitch),
+            simd.load(src, p + 6 * pitch), simd.load(src, p + 7 * pitch))
+
+
+@njit(inline="always")
+def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions):
+    """Store the sums of ``positions`` (8 or 7) positions ``step`` apart (``_put``)."""
+    _put(acc, p, b0, stream)
+    _put(acc, p + step, b1, stream)
+    _put(acc, p + 2 * step, b2, stream)
+    _put(acc, p + 3 * step, b3, stream)
+    _put(acc, p + 4 * step, b4, stream)
+    _put(acc, p + 5 * step, b5, stream)
+    _put(acc, p + 6 * step, b6, stream)
+    if positions == 8:
+        _put(acc, p + 7 * step, b7, stream)
+
+
+@njit(inline="always")
+def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions):
+    """``positions`` (8, or 7: a constant) positions x vector j of ``_taps_rows``, rows of 3 taps:
+    per filter row, ``positions`` + 2 source vectors serve the 3 * ``positions`` (position, tap)
+    products, so loads no longer outnumber multiplications."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
+    for t in range(0, count, 3):
+        p = low[t // 3] + j
+        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
+        v8 = simd.load(src, p + 8 * pitch)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        if ascending:  # tap i of the row reads position + i
+            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
+            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
+            b4, b5 = _run3(b4, v4, v5, v6, w0, w1, w2), _run3(b5, v5, v6, v7, w0, w1, w2)
+            b6 = _run3(b6, v6, v7, v8, w0, w1, w2)
+            if positions == 8:
+                b7 = _run3(b7, v7, v8, simd.load(src, p + 9 * pitch), w0, w1, w2)
+        else:  # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
+            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
+            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
+            b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
+            b6 = _run3(b6, v8, v7, v6, w0, w1, w2)
+            if positions == 8:
+                b7 = _run3(b7, simd.load(src, p + 9 * pitch), v8, v7, w0, w1, w2)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions)
+
+
+@njit(inline="always")
+def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
+    """``_rows3_8x1`` for 4 positions: 6 source vectors serve the 12 (position, tap) products."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b0
+    for t in range(0, count, 3):
+        p = low[t // 3] + j
+        v0, v1, v2 = simd.load(src, p), simd.load(src, p + pitch), simd.load(src, p + 2 * pitch)
+        v3, v4, v5 = simd.load(src, p + 3 * pitch), simd.load(src, p + 4 * pitch), simd.load(src, p + 5 * pitch)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        if ascending:
+            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
+            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
+        else:
+            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
+            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
+    _put(acc, a + j, b0, stream)
+    _put(acc, a + j + step, b1, stream)
+    _put(acc, a + j + 2 * step, b2, stream)
+    _put(acc, a + j + 3 * step, b3, stream)
+
+
+@njit(inline="always")
+def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
+    """``((((b + v0*w0) + v1*w1) + v2*w2) + v3*w3) + v4*w4``: five taps, in order."""
+    return simd.muladd(simd.muladd(_run3(b, v0, v1, v2, w0, w1, w2), v3, w3), v4, w4)
+
+
+@njit(inline="always")
+def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
+    """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products."""
+    b0 = simd.zeros(acc)
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
+    for t in range(0, count, 5):
+        p = low[t // 5] + j
+        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
+        v8 = simd.load(src, p + 8 * pitch)
+        v9 = simd.load(src, p + 9 * pitch)
+        v10 = simd.load(src, p + 10 * pitch)
+        v11 = simd.load(src, p + 11 * pitch)
+        w0 = simd.load(wt, taps[t] + j)
+        w1 = simd.load(wt, taps[t + 1] + j)
+        w2 = simd.load(wt, taps[t + 2] + j)
+        w3 = simd.load(wt, taps[t + 3] + j)
+        w4 = simd.load(wt, taps[t + 4] + j)
+        if ascending:  # tap i of the row reads position + i
+            b0 = _run5(b0, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4)
+            b1 = _run5(b1, v1, v2, v3, v4, v5, w0, w1, w2, w3, w4)
+            b2 = _run5(b2, v2, v3, v4, v5, v6, w0, w1, w2, w3, w4)
+            b3 = _run5(b3, v3, v4, v5, v6, v7, w0, w1, w2, w3, w4)
+            b4 = _run5(b4, v4, v5, v6, v7, v8, w0, w1, w2, w3, w4)
+            b5 = _run5(b5, v5, v6, v7, v8, v9, w0, w1, w2, w3, w4)
+            b6 = _run5(b6, v6, v7, v8, v9, v10, w0, w1, w2, w3, w4)
+            b7 = _run5(b7, v7, v8, v9, v10, v11, w0, w1, w2, w3, w4)
+        else:  # tap i reads position + 4 - i
+            b0 = _run5(b0, v4, v3, v2, v1, v0, w0, w1, w2, w3, w4)
+            b1 = _run5(b1, v5, v4, v3, v2, v1, w0, w1, w2, w3, w4)
+            b2 = _run5(b2, v6, v5, v4, v3, v2, w0, w1, w2, w3, w4)
+            b3 = _run5(b3, v7, v6, v5, v4, v3, w0, w1, w2, w3, w4)
+            b4 = _run5(b4, v8, v7, v6, v5, v4, w0, w1, w2, w3, w4)
+            b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
+            b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
+            b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, 8)
+
+
+@njit(inline="always")
+def _filter_rows(so, count, pitch):
+    """``R`` (``-R``) if the taps come in rows of R = 3 or 5 reading consecutive ascending
+    (descending) positions: whole filter rows with dilation 1. Else 0."""
+    d = so[1] - so[0] if count >= 2 else 0
+    if d != pitch and d != -pitch:
+        return 0
+    for size in (3, 5):
+        if count % size != 0:
+            continue
+        rows = True
+        for t in range(count):
+            if t % size != 0 and so[t] - so[t - 1] != d:
+                rows = False
+                break
+        if rows:
+            return size if d > 0 else -size
+    return 0
+
+
+@njit(inline="always")
+def _lowest_positions(low, so, count, rows, shift, pitch):
+    """``low[r]``: the lowest source position that row ``r`` of taps (``_filter_rows``) reads,
+    ``shift`` past ``so``."""
+    size = abs(rows)
+    for r in range(count // size):
+        low[r] = so[size * r] + shift - (0 if rows > 0 else (size - 1) * pitch)
+
+
+@row_njit
+def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream, ahead_src,
+               ahead, ahead_n):
+    """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
+    whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
+    Same products, same additions, same order. Rows of 3 taps over 7k positions (7, 14, 21, 28;
+    e.g. 14-position rows with zero margins) go 7 at a time. Otherwise a remainder after the
+    blocks of 8 (but 4 positions of 3-tap rows, which take a block of 4) is covered by one more
+    block of 8 ending at ``n_pos``, which computes again (and writes again, the same bits) up to
+    7 positions (not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights for each position).
+    ``prefetch``: the rows are read in place from memory, so the first and last rows of taps (the
+    source row that is new for this output row, in the adjoint and in the forward direction) are
+    requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``.
+    ``ahead_src[ahead : ahead + ahead_n]``: a run the next call reads (the dy row the next output
+    row stages), requested into L2 a share per block and vector (``_PREFETCH_STAGED_BYTES``)."""
+    lanes = simd.lanes(acc)
+    if width < lanes:
+        return 0
+    size = abs(rows)
+    sevens = size == 3 and n_pos % 7 == 0 and n_pos % 8 != 0
+    positions = 7 if sevens else 8
+    blocked = n_pos if sevens else n_pos // 8 * 8
+    overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
+    n_blocks = blocked // positions + overlap
+    share = simd.line_share(ahead_n, n_blocks * (width // lanes), _LINE // ahead_src.itemsize)
+    requested = 0
+    for block in range(n_blocks):
+        q = min(positions * block, n_pos - positions)
+        _lowest_positions(low, so, count, rows, q * pitch, pitch)
+        if prefetch:
+            last = count // size - 1
+            for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
+                ahead = low[r] + _PREFETCH_POSITIONS * pitch
+                for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
+                    simd.prefetch(src, e)
+        j = 0
+        # four call sites, each with a constant direction: a direction tested inside the tap loop
+        # keeps both variants' registers live and spills them
+        while j + lanes <= width:
+            simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+            requested += share
+            a = a0 + q * step
+            if rows == 3 and sevens:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 7)
+            elif rows == -3 and sevens:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 7)
+            elif rows == 3:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 8)
+            elif rows == -3:
+                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 8)
+            elif rows == 5:
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
+            else:
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
+            j += lanes
+        _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
+    if overlap:
+        blocked = n_pos
+    if size == 3 and n_pos - blocked >= 4:
+        # Four positions more (12 of 12, 4 of 4-7): fewer loads than _taps_blocked's 4 x 2 blocks.
+        q = blocked
+        _lowest_positions(low, so, count, rows, q * pitch, pitch)
+        j = 0
+        while j + lanes <= width:
+            if rows > 0:
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, True, stream)
+            else:
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, False, stream)
+            j += lanes
+        _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
+        blocked += 4
+    return blocked
+
+
+@njit(inline="always")
+def _tap_2x2(b0, c0, b1, c1, src, s, pitch, lanes, w, v):
+    """One tap of ``_taps9_2x2`` for positions q, q + 1 (``pitch`` apart) x vectors j, j + lanes."""
+    return (simd.muladd(b0, simd.load(src, s), w), simd.muladd(c0, simd.load(src, s + lanes), v),
+            simd.muladd(b1, simd.load(src, s + pitch), w), simd.muladd(c1, simd.load(src, s + pitch + lanes), v))
+
+
+@njit(inline="always")
+def _weights9(wt, taps, j):
+    """The weight vectors at ``j`` of the 9 taps of a 3x3 filter, kept in registers."""
+    return (simd.load(wt, taps[0] + j), simd.load(wt, taps[1] + j), simd.load(wt, taps[2] + j),
+            simd.load(wt, taps[3] + j), simd.load(wt, taps[4] + j), simd.load(wt, taps[5] + j),
+            simd.load(wt, taps[6] + j), simd.load(wt, taps[7] + j), simd.load(wt, taps[8] + j))
+
+
+@row_njit
+def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
+    """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
+    weights in registers: per pair of vectors the 18 weight vectors are loaded once, then the
+    positions go two at a time (4 sums, each over the 9 taps in order from +0: the same products
+    and additions as every other path). Returns how many positions it computed (the even part
+    of ``n_pos``; the last of an odd count goes to ``_taps_blocked``)."""
+    lanes = simd.lanes(acc)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = so[0], so[1], so[2], so[3], so[4], so[5], so[6], so[7], so[8]
+    for j in range(0, width, 2 * lanes):
+        w0, w1, w2, w3, w4, w5, w6, w7, w8 = _weights9(wt, taps, j)
+        v0, v1, v2, v3, v4, v5, v6, v7, v8 = _weights9(wt, taps, j + lanes)
+        q = 0
+        while q + 2 <= n_pos:
+            p = q * pitch + j
+            b0 = simd.zeros(acc)
+            c0 = b1 = c1 = b0
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s0 + p, pitch, lanes, w0, v0)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s1 + p, pitch, lanes, w1, v1)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s2 + p, pitch, lanes, w2, v2)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s3 + p, pitch, lanes, w3, v3)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s4 + p, pitch, lanes, w4, v4)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s5 + p, pitch, lanes, w5, v5)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s6 + p, pitch, lanes, w6, v6)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s7 + p, pitch, lanes, w7, v7)
+            b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s8 + p, pitch, lanes, w8, v8)
+            o = a0 + q * step + j
+            _put(acc, o, b0, stream)
+            _put(acc, o + lanes, c0, stream)
+            _put(acc, o + step, b1, stream)
+            _put(acc, o + step + lanes, c1, stream)
+            q += 2
+    return n_pos // 2 * 2
+
+
+@njit(inline="always")
+def _window_2x2(b0, c0, b1, c1, src, p, pitch, lanes, w0, v0, w1, v1, w2, v2, ascending):
+    """One filter row of 3 taps reading consecutive positions, for positions q, q + 1 x vectors
+    j, j + lanes: the 4 source positions from ``p`` (the lowest one read) are loaded once and
+    serve the 6 (position, tap) products of each vector, added in tap order."""
+    x0, y0 = simd.load(src, p), simd.load(src, p + lanes)
+    x1, y1 = simd.load(src, p + pitch), simd.load(src, p + pitch + lanes)
+    x2, y2 = simd.load(src, p + 2 * pitch), simd.load(src, p + 2 * pitch + lanes)
+    x3, y3 = simd.load(src, p + 3 * pitch), simd.load(src, p + 3 * pitch + lanes)
+    if ascending:  # tap i reads position + i
+        return (_run3(b0, x0, x1, x2, w0, w1, w2), _run3(c0, y0, y1, y2, v0, v1, v2),
+                _run3(b1, x1, x2, x3, w0, w1, w2), _run3(c1, y1, y2, y3, v0, v1, v2))
+    # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
+    return (_run3(b0, x2, x1, x0, w0, w1, w2), _run3(c0, y2, y1, y0, v0, v1, v2),
+            _run3(b1, x3, x2, x1, w0, w1, w2), _run3(c1, y3, y2, y1, v0, v1, v2))
+
+
+@njit(inline="always")
+def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascending, prefetch, stream):
+    """Positions q, q + 1, ... < ``stop`` of ``_taps9_rows`` two at a time for vectors j, j + lanes;
+    ``low``: the lowest position each filter row reads, ``w`` / ``v``: the 9 weight vectors of
+    each vector."""
+    line = _LINE // src.itemsize
+    # The row that is new for this output row: the last filter row forward, the first adjoint.
+    ahead = (low[2] if ascending else low[0]) + _PREFETCH_AHEAD_BYTES // src.itemsize
+    while q + 2 <= stop:
+        p = q * pitch + j
+        if prefetch:  # a hint: no fault past the end of src
+            for e in range(ahead + p, ahead + p + 2 * pitch, line):
+                simd.prefetch(src, e)
+        b0 = simd.zeros(acc)
+        c0 = b1 = c1 = b0
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[0] + p, pitch, lanes, w[0], v[0], w[1], v[1], w[2],
+                                     v[2], ascending)
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[1] + p, pitch, lanes, w[3], v[3], w[4], v[4], w[5],
+                                     v[5], ascending)
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[2] + p, pitch, lanes, w[6], v[6], w[7], v[7], w[8],
+                                     v[8], ascending)
+        o = a0 + q * step + j
+        _put(acc, o, b0, stream)
+        _put(acc, o + lanes, c0, stream)
+        _put(acc, o + step, b1, stream)
+        _put(acc, o + step + lanes, c1, stream)
+        q += 2
+
+
+@row_njit
+def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low, prefetch, stream, ahead_src, ahead,
+                ahead_n):
+    """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` ``rows`` 3 or -3): each
+    filter row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6
+    products instead of 6. ``prefetch``: the rows are read in place, so the newest one (which
+    comes from memory; the older ones were read for the previous output row) is requested
+    ``_PREFETCH_AHEAD_BYTES`` ahead; past its end, that is the start of the row that is new for
+    the next output row: with fewer loads, rows from memory would wait on it.
+    ``ahead_src[ahead : ahead + ahead_n]`` (the dy row the next output row stages) is requested
+    a share per ``_NINE_POSITIONS`` positions, between the position loops: inside them the
+    request slowed the loops down (they keep 30 of the 32 vector registers busy)."""
+    lanes = simd.lanes(acc)
+    _lowest_positions(low, so, 9, rows, 0, pitch)
+    stop = n_pos // 2 * 2
+    parts = -(-stop // _NINE_POSITIONS)
+    share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), _LINE // ahead_src.itemsize)
+    requested = 0
+    for j in range(0, width, 2 * lanes):
+        w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
+        for q in range(0, stop, _NINE_POSITIONS):
+            simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+            requested += share
+            part_stop = min(q + _NINE_POSITIONS, stop)
+            if rows > 0:
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, True, prefetch, stream)
+            else:
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, False, prefetch, stream)
+    return stop

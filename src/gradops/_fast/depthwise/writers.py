@@ -1,0 +1,142 @@
+"""Writers of backprop-input dx rows from a row buffer: the M partial sums of an element added
+in m order (SPEC 5.4, the package docstring's order), rounded once to the output type, and,
+for a dx beyond the cache, written with non-temporal stores (``plan._streams_rows``): whole
+64-byte lines streamed, the partial lines at the two ends of a row with plain stores.
+"""
+
+from __future__ import annotations
+
+from numba import njit, types
+from numba.extending import overload
+
+from .. import half, row_njit, simd
+from .codecs import _put, _store_run
+
+
+@njit(inline="always")
+def _line_head(dst, start, n):
+    """How many of ``dst[start : start + n]`` come before the first 64-byte line boundary: the
+    elements a streamed run writes with plain stores before its whole lines."""
+    return min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
+
+
+@row_njit
+def _stream_row(buf, n, dst, start, kind):
+    """``dst[start:start + n] = buf[:n]``, rounded to dst's type (``_store_run``): whole 64-byte
+    lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
+    ends (``dst`` need only be element-aligned) with plain ones."""
+    line = simd.VECTOR_BYTES // dst.itemsize
+    head = _line_head(dst, start, n)
+    _store_run(buf, 0, head, dst, start, 1, kind)
+    i = head
+    while i + line <= n:
+        _stream_line(dst, start + i, buf, i)
+        i += line
+    _store_run(buf, i, n - i, dst, start + i, 1, kind)
+
+
+def _stream_line(dst, index, buf, i):
+    """The 64-byte line of ``dst`` at ``index`` = ``buf[i:]`` rounded to dst's type, with
+    non-temporal stores: one vector of float, two of float32 rounded to float16 bits."""
+
+
+@overload(_stream_line, inline="always")
+def _stream_line_impl(dst, index, buf, i):
+    if isinstance(dst.dtype, types.Float):
+        return lambda dst, index, buf, i: simd.store_stream(dst, index, simd.load(buf, i))
+    if dst.dtype == types.uint16 and half.HARDWARE_HALF:  # float16 bits (_streams_half_rows)
+        def half_line(dst, index, buf, i):
+            lanes = simd.lanes(buf)
+            simd.store_stream_half(dst, index, simd.load(buf, i))
+            simd.store_stream_half(dst, index + lanes, simd.load(buf, i + lanes))
+        return half_line
+    return lambda dst, index, buf, i: None  # never called: backprop_input streams no other rows
+
+
+def _pair_sums_run(acc, n, combined, dst, start, kind, stream):
+    """``dst[start + i] = acc[2i] + acc[2i + 1]`` for i < n, rounded once to dst's type: the sums of
+    m = 0 and m = 1 of M = 2, in that order. ``stream``: dst's whole 64-byte lines with
+    non-temporal stores, the partial lines at the ends with plain ones (float dst only: the
+    others go through ``combined`` and ``_store_run``)."""
+
+
+@overload(_pair_sums_run, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
+def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
+    if isinstance(dst.dtype, types.Float):
+        def vectors(acc, n, combined, dst, start, kind, stream):
+            lanes = simd.lanes(acc)
+            head = _line_head(dst, start, n) if stream else 0
+            for i in range(head):
+                dst[start + i] = acc[2 * i] + acc[2 * i + 1]
+            i = head
+            while i + lanes <= n:
+                _put(dst, start + i, simd.pair_sums(simd.load(acc, 2 * i), simd.load(acc, 2 * i + lanes)), stream)
+                i += lanes
+            for k in range(i, n):
+                dst[start + k] = acc[2 * k] + acc[2 * k + 1]
+        return vectors
+
+    def scalars(acc, n, combined, dst, start, kind, stream):
+        for i in range(n):  # a constant stride: this loop vectorises
+            combined[i] = acc[2 * i] + acc[2 * i + 1]
+        _store_run(combined, 0, n, dst, start, 1, kind)
+    return scalars
+
+
+@row_njit
+def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind, stream):
+    """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r. ``stream`` (one
+    run, M = 2): non-temporal stores (``_streams_rows``)."""
+    width = chans * mult
+    if planar:
+        for c in range(chans):
+            if mult == 1:
+                plane, start = acc, c * sw * plane_len
+            else:
+                plane, start = combined, 0
+                plane0 = c * mult * sw * plane_len
+                for j in range(sw * plane_len):  # not a slice assignment, which needs numba's runtime
+                    combined[j] = acc[plane0 + j]
+                for m in range(1, mult):
+                    part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]
+                    for j in range(sw * plane_len):
+                        combined[j] += part[j]
+            for r in range(min(sw, in_w)):
+                _store_run(plane, start + r * plane_len, (in_w - r + sw - 1) // sw, dx,
+                           base + c * dx_st[3] + r * dx_st[2], sw * dx_st[2], kind)
+        return
+    if sw == 1 and dx_st[3] == 1 and dx_st[2] == chans:  # one run: the row is [ix][c], acc [ix][c*M + m]
+        if mult == 1:
+            _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
+            return
+        n = in_w * chans
+        if mult == 2:
+            if stream:  # a literal per call: the stores are fixed at compile time
+                _pair_sums_run(acc, n, combined, dx, base, kind, True)
+            else:
+                _pair_sums_run(acc, n, combined, dx, base, kind, False)
+            return
+        for i in range(n):
+            total = acc[i * mult]
+            for m in range(1, mult):
+                total += acc[i * mult + m]
+            combined[i] = total
+        _store_run(combined, 0, n, dx, base, 1, kind)
+        return
+    for ix in range(in_w):
+        q = ix // sw
+        start = ((ix - q * sw) * plane_len + q) * width
+        if mult == 1:
+            _store_run(acc, start, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
+        else:
+            if mult == 2:  # a constant stride: this loop vectorises
+                pairs = acc[start:start + 2 * chans]
+                for c in range(chans):
+                    combined[c] = pairs[2 * c] + pairs[2 * c + 1]
+            else:
+                for c in range(chans):
+                    total = acc[start + c * mult]
+                    for m in range(1, mult):
+                        total += acc[start + c * mult + m]
+                    combined[c] = total
+            _store_run(combined, 0, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
