@@ -42,13 +42,17 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   callers keep the arrays alive.
 """
 
+import functools
+import hashlib
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import njit, types
-from numba.core import event
+from numba.core import caching, event
 
 row_njit = njit(_nrt=False)
 
@@ -99,3 +103,45 @@ class _CompileLog(event.Listener):
 
 
 event.register("numba:compile", _CompileLog())
+
+
+# --- The disk cache's source stamp ------------------------------------------------------------
+# numba checks a cached kernel against the source file of its own function only, but a gradops
+# kernel inlines functions from the other modules here (kernels.py calls rows.py, simd.py, ...):
+# after an edit of one of those, or a checkout that changes it, numba would load the kernel
+# compiled from the old code. So every kernel defined under this package is stamped with a digest
+# of the whole package's sources: any change recompiles them all (once, then cached).
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@functools.cache
+def _package_digest() -> str:
+    """SHA-256 of every source file of this package, with its path (computed once per process)."""
+    digest = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(str(path.relative_to(_PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _PackageStamp:
+    """A cache locator for this package's kernels whose source stamp is :func:`_package_digest`;
+    mixed into each of numba's file-backed locators (the same cache folders, in numba's order)."""
+
+    def get_source_stamp(self) -> str:
+        return _package_digest()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.abspath(py_file).startswith(str(_PACKAGE) + os.sep):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+# Registered before any kernel is defined: numba picks a function's locator when ``cache=True``
+# is applied, at import of the module that defines it.
+caching.CacheImpl._locator_classes[:0] = [
+    type(f"GradopsPackage{base.__name__}", (_PackageStamp, base), {})
+    for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+

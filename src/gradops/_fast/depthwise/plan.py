@@ -18,6 +18,7 @@ docs/performance.md ("Depthwise").
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -178,6 +179,9 @@ def _planar_block_rows(out_h: int, out_w: int, shift_x: np.ndarray) -> int:
     return max(1, min(out_h, _PLANAR_BLOCK_ELEMENTS // pitch))
 
 
+# Pure in its integer arguments and called twice per call: remembered (NumPy's small-array calls
+# in it cost as much as a small call's kernel).
+@functools.lru_cache(maxsize=1024)
 def _live_taps(in_size: int, out_size: int, taps: int, stride: int, dilation: int, pad: int
                ) -> tuple[int, int, int, int, int] | None:
     """The taps of one filter axis that read inside the input, for some output position ``o``:

@@ -1,0 +1,41 @@
+"""The fast kernels' disk cache is invalidated by a change to any source of the fast package, not
+only the kernel's own file (gradops/_fast/__init__.py, "The disk cache's source stamp")."""
+
+import pytest
+
+pytest.importorskip("numba")
+
+from gradops import _fast  # noqa: E402
+from gradops._fast import relu  # noqa: E402
+from gradops._fast.depthwise import kernels  # noqa: E402
+
+
+def test_a_kernel_is_stamped_with_the_whole_package():
+    for kernel in (relu._select_alone, kernels._planar_blocks_kernel):
+        locator = kernel._cache._impl._locator
+        assert isinstance(locator, _fast._PackageStamp)
+        assert locator.get_source_stamp() == _fast._package_digest()
+
+
+def test_the_stamp_changes_with_any_file_of_the_package(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "kernels.py").write_text("def kernel(): pass\n")
+    helper = tmp_path / "sub" / "rows.py"
+    helper.write_text("ROWS = 8\n")
+    monkeypatch.setattr(_fast, "_PACKAGE", tmp_path)
+    digest = _fast._package_digest.__wrapped__
+    before = digest()
+    assert digest() == before
+    helper.write_text("ROWS = 4\n")  # the kernel's own file is unchanged
+    edited = digest()
+    assert edited != before
+    helper.rename(tmp_path / "rows.py")  # the same bytes under another path
+    assert digest() != edited
+
+
+def test_files_outside_the_package_keep_numbas_locators(tmp_path):
+    outside = tmp_path / "user_module.py"
+    outside.write_text("def f(): pass\n")
+    locator_classes = [c for c in _fast.caching.CacheImpl._locator_classes if issubclass(c, _fast._PackageStamp)]
+    assert len(locator_classes) == 3
+    assert all(c.from_function(lambda: None, str(outside)) is None for c in locator_classes)
