@@ -30,9 +30,9 @@ The modules, from the host down (each docstring says how its part works):
 * ``codecs``: element loads and stores (half decoding and encoding) and vector stores.
 
 Importing this package imports every module, so numba's ``@overload`` registrations
-(``codecs``, ``writers``) are in place before any kernel compiles. numba's disk cache checks a
-kernel against its own source file only: after editing a module a kernel calls, clear
-``__pycache__`` here, or a process may load the kernel compiled from the old code.
+(``codecs``, ``writers``) are in place before any kernel compiles. A cached kernel is checked
+against every source of ``gradops._fast`` (``_fast/__init__.py``), so editing a module it calls
+recompiles it.
 """
 
 from __future__ import annotations
