@@ -491,7 +491,7 @@ def test_streamed_outputs_have_the_same_bits(monkeypatch, mode, grid, shape_in, 
     resample_backward(dy, streamed, taps)
     unaligned = _nans_past_a_line(nhwc_shape, 4, dtype)  # NumPy's own buffers start 16 bytes past a line
     resample_backward(dy, unaligned, taps)
-    assert flags == [False, fast_resample.half.HARDWARE_HALF or dtype == np.float32, False]
+    assert flags == [False, HARDWARE_HALF or dtype == np.float32, False]
     bits = np.uint32 if dtype == np.float32 else np.uint16
     np.testing.assert_array_equal(streamed.view(bits), plain.view(bits))
     np.testing.assert_array_equal(unaligned.view(bits), plain.view(bits))

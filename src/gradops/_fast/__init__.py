@@ -86,7 +86,9 @@ class _CompileLog(event.Listener):
         if depth == 0:
             self._local.start = time.perf_counter()
             function = ev.data["dispatcher"].py_func
-            family = function.__module__.rsplit(".", 1)[-1]
+            # The module right under _fast names the family: resample's kernels live in a package
+            # (gradops._fast.resample.kernels).
+            family = function.__module__.split("._fast.", 1)[-1].split(".", 1)[0]
             log.info("compiling %s kernel %s for %s (first use; cached afterwards)", family,
                      function.__name__.strip("_"), _kernel_dtype(ev.data["args"]))
 
