@@ -48,7 +48,7 @@ def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0
     return rows
 
 
-# Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see strided.py),
+# Kernels. Arrays are flat buffers indexed ``offset + sum(i[d] * strides[d])`` (see _fast/strided.py),
 # axes already permuted into the five roles of the package docstring. Both kernels are run by
 # ``pool.share``: each thread claims chunks of work items from ``counters`` until none is left.
 

@@ -11,7 +11,8 @@ rounded once to the output type, with plain or non-temporal stores.
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
 
 ``_store_direct`` and ``_store_pixel_sums`` are called once per row and not inlined, which keeps
-the kernel (and how LLVM optimises its NCHW loops) small; the others are inlined.
+the kernel (and how LLVM optimises its NCHW loops) small; ``_stream_direct`` is compiled once per
+literal ``(taps, slots, weighted)``; the others are inlined into their callers.
 """
 
 from __future__ import annotations
