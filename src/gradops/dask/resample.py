@@ -111,7 +111,7 @@ def _local(index: np.ndarray, weight: np.ndarray, n_in: int) -> tuple[np.ndarray
 
 
 def _is_identity(index: np.ndarray, weight: np.ndarray, n_in: int) -> bool:
-    """The test both backends apply to skip an axis (resample.py and _fast/resample.py)."""
+    """The test both backends apply to skip an axis (resample.py and _fast/resample/taps.py)."""
     return (index.shape[0] == n_in and bool(np.all(weight[:, 0] == 1)) and not np.any(weight[:, 1])
             and bool(np.array_equal(index[:, 0], np.arange(n_in))))
 

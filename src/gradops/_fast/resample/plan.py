@@ -1,0 +1,151 @@
+"""Host side: every decision made from shapes, strides and dtype before a kernel runs (package
+docstring; SPEC 3.3-3.7), in plain Python and NumPy.
+
+``_contract_plan`` (cached per geometry) assigns the axes their roles, describes both arrays as
+flat buffers (``_flat``, ``_flat_buffer``), builds the tables (``taps.py``) and the column
+blocks (``tuning.ROW_ELEMENTS``), picks the starting zero (-0.0 forward, +0.0 gradient), whether
+the column axis goes first (``_columns_first_fits``) and which branches of the kernel the call can
+take (the ``path`` of ``kernels._contract_kernel``). ``_streams`` decides per call, from the
+output's address as well, whether it is written with non-temporal stores; it reads
+``simd.STREAMING_THRESHOLD_BYTES`` through the module at each call, so that a changed threshold
+takes effect at once.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ..._resample_plan import tap_key
+from .. import half, simd
+from ..strided import flat_view
+from .taps import _column_table, _identity_taps, _is_identity, _outer_table
+from .tuning import ROW_ELEMENTS
+
+Taps = Sequence[tuple[np.ndarray, np.ndarray]]
+
+RANK = 4
+
+_FORWARD_ZERO = -0.0   # identity of IEEE addition: -0 + v == v bit for bit, -0 + -0 == -0
+_GRADIENT_ZERO = 0.0   # the scatter of SPEC 3.6 starts from +0
+
+
+def _pad(src: np.ndarray, dst: np.ndarray, taps: Taps) -> tuple[np.ndarray, np.ndarray, list]:
+    """Fixed rank 4: leading size-1 axes with identity taps."""
+    missing = RANK - dst.ndim
+    lead = (np.newaxis,) * missing
+    return src[lead], dst[lead], [_identity_taps(1)] * missing + list(taps)
+
+
+def _axis_order(dst: np.ndarray) -> list[int]:
+    """Outermost first; the innermost axis is dst's smallest stride among axes longer than 1."""
+    return sorted(range(dst.ndim), key=lambda d: (dst.shape[d] > 1, -abs(dst.strides[d])))
+
+
+def _flat(array: np.ndarray, bits: bool = False) -> tuple[np.ndarray, int, np.ndarray]:
+    if array.dtype == np.float16:
+        array = array.view(np.uint16)
+    elif bits:
+        array = array.view(np.uint32)
+    buffer, offset, strides = flat_view(array)
+    strides[np.array(array.shape) == 1] = 1  # size-1 axes: any stride; 1 keeps "packed" tests simple
+    return buffer, offset, strides
+
+
+def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.ndarray) -> bool:
+    """Whether ``_contract`` writes this output with non-temporal stores, which skip reading each
+    output line before writing it: a float32 output of at least ``simd.STREAMING_THRESHOLD_BYTES``
+    made of packed pixels (NHWC) of whole vectors that all start on a 64-byte line. gradops' fresh
+    outputs start on one; NumPy's own large buffers 16 bytes past one (no streaming). float16
+    outputs of pixels of whole lines (32k channels) too, where the CPU converts half in hardware;
+    only their four-slot pixels stream, the others are stored as without the flag."""
+    lanes = simd.VECTOR_BYTES // buffer.itemsize
+    units = shape[4]
+    return bool((buffer.dtype == np.float32 or (buffer.dtype == np.uint16 and half.HARDWARE_HALF))
+                and buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+                and strides[4] == 1 and strides[3] == units and units % lanes == 0
+                and (buffer.ctypes.data + buffer.itemsize * offset) % simd.VECTOR_BYTES == 0
+                and all(shape[d] == 1 or strides[d] % lanes == 0 for d in range(3)))
+
+
+def _flat_buffer(array: np.ndarray, axes: tuple) -> np.ndarray:
+    """The flat buffer of ``flat_view`` (see strided.py) for ``array`` viewed as ``axes``."""
+    if _dense(array.shape, array.strides, array.itemsize):
+        flat = array.ravel(order="K")  # a view: the memory from the lowest address, in order
+    else:
+        view = array[(np.newaxis,) * (RANK - array.ndim)].transpose(axes[0])[axes[1]]
+        flat = flat_view(view)[0]
+    return flat.view(np.uint16) if flat.dtype == np.float16 else flat
+
+
+@lru_cache(maxsize=256)
+def _dense(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """Whether an array fills its memory without gaps, all strides positive (any axis order)."""
+    expected = itemsize
+    for stride, n in sorted((stride, n) for stride, n in zip(strides, shape) if n > 1):
+        if stride != expected:
+            return False
+        expected *= n
+    return True
+
+
+@lru_cache(maxsize=64)
+def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_shape: tuple, dst_strides: tuple,
+                   itemsize: int, tap_keys: tuple) -> tuple:
+    """Axis roles, buffer offsets and every kernel argument but the buffers (see ``_contract`` in kernels.py)."""
+    src = np.lib.stride_tricks.as_strided(np.empty(0, f"u{itemsize}"), src_shape, src_strides)
+    dst = np.lib.stride_tricks.as_strided(np.empty(0, f"u{itemsize}"), dst_shape, dst_strides)
+    taps = [(np.frombuffer(index, np.int64).reshape(-1, 2), np.frombuffer(weight, np.float32).reshape(-1, 2))
+            for index, weight in tap_keys]
+    src, dst, taps = _pad(src, dst, taps)
+    n_in = dst.shape if transpose else src.shape  # forward input sizes
+    identity = [_is_identity(*taps[d], n_in[d]) for d in range(RANK)]
+    order = _axis_order(dst)
+    # Role assignment (package docstring): a non-resampled innermost axis becomes the unit axis.
+    if identity[order[-1]] and dst.shape[order[-1]] > 1:
+        outer, column, unit = [None] + order[:2], order[2], order[3]
+    else:
+        outer, column, unit = order[:3], order[3], None
+    axes = (tuple(d for d in outer + [column, unit] if d is not None),
+            tuple(np.newaxis if d is None else slice(None) for d in outer + [column, unit]))
+    _, src_offset, src_strides = _flat(src.transpose(axes[0])[axes[1]])
+    dst_view = dst.transpose(axes[0])[axes[1]]
+    _, dst_offset, dst_strides = _flat(dst_view)
+    dst_shape = np.array(dst_view.shape, dtype=np.int64)
+    outer_tables = [_outer_table(*tap_key(*taps[d]), n_in[d], transpose) if d is not None
+                    else _outer_table(*tap_key(*_identity_taps(1)), 1, transpose) for d in outer]
+    units = int(dst_shape[4])
+    block_columns = max(1, ROW_ELEMENTS // units)
+    block_first, block_count, slot, slot_weight, affine, affine_base, affine_weight = _column_table(
+        *tap_key(*taps[column]), n_in[column], transpose, block_columns)
+    weighted = not (all(np.all(table[2] == 1) for table in outer_tables) and np.all(slot_weight[slot != 0] == 1))
+    max_taps = max(1, int(np.prod([np.diff(table[0]).max() for table in outer_tables])))
+    columns_first = _columns_first_fits(itemsize, src_strides, dst_strides, units, block_first.size, slot, affine,
+                                        affine_weight, bool(weighted))
+    static = (src_strides, dst_strides, dst_shape, *outer_tables[0], *outer_tables[1], *outer_tables[2],
+              block_columns, block_first, block_count, identity[column], slot, slot_weight,
+              affine, affine_base, affine_weight, bool(weighted), _GRADIENT_ZERO if transpose else _FORWARD_ZERO,
+              max_taps, columns_first)
+    # Which branches of _contract this plan can take (see kernels._contract_kernel), from the conditions
+    # the kernel tests; pixel sums also need consecutive slots, which the kernel tests itself.
+    pixels = (units > 1 and src_strides[4] == 1 and src_strides[3] == units and dst_strides[4] == 1
+              and not identity[column])
+    path = (columns_first, bool(pixels and slot.shape[1] <= 2), bool(pixels and itemsize == 4 and not weighted),
+            bool(identity[column]), units == 1)
+    items = int(np.prod(dst_shape[:3])) * block_first.size
+    return axes, items, src_offset, dst_offset, static, path
+
+
+def _columns_first_fits(itemsize: int, src_strides: np.ndarray, dst_strides: np.ndarray, units: int, blocks: int,
+                        slot: np.ndarray, affine: np.ndarray, affine_weight: np.ndarray, weighted: bool) -> bool:
+    """Whether ``_contract`` sums the column axis first (``_half_columns_first``): weighted
+    float16 NHWC rows of packed pixels of whole vectors, in one column block, whose 4-slot
+    columns form an affine span of one phase (4 consecutive source columns advancing by 2: linear
+    2x gradients) with no padding slot inside it (the span reads every slot's column)."""
+    lo, hi = affine[2], affine[3]
+    return bool(itemsize == 2 and half.HARDWARE_HALF and weighted and blocks == 1
+                and src_strides[4] == 1 and src_strides[3] == units and dst_strides[4] == 1 and dst_strides[3] == units
+                and units % (simd.VECTOR_BYTES // 4) == 0 and slot.shape[1] == 4 and affine[0] == 1 and affine[1] == 4
+                and np.all(affine_weight[:, lo:hi] != 0))

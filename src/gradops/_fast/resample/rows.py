@@ -1,0 +1,173 @@
+"""Microkernels of step 1, the row sum (package docstring; SPEC 3.4, 3.7), and the other sums
+of whole source rows: ``_sum_rows`` adds up to four source rows per pass (``_add_rows``),
+``_slots4`` / ``_weighted_slots4`` / ``_four_terms`` add four vectors as
+``(r0 + r1) + (r2 + r3)``, ``_pixel_sums`` sums nearest NHWC pixels straight from their source
+rows, ``_prefetch_part`` requests the rows the next work item adds.
+
+Row helpers are inlined into their callers by numba (``inline="always"``): a real call per row
+costs reference counting on every array argument and hides constant arguments from LLVM. Hot
+loops index the flat buffers with unsigned integers: NumPy-style negative index wraparound code
+would stop LLVM from vectorising them, and slicing inside the row loop would cost reference-count
+updates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .. import simd
+from .codecs import _load
+
+
+@njit(inline="always")
+def _slots4(row_sum, u, s0, s1, s2, s3, zero):
+    """The vector at ``u`` of ``zero + ((r0 + r1) + (r2 + r3))``, ``r_k = row_sum[s_k:]``."""
+    return simd.add(zero, simd.add(simd.add(simd.load(row_sum, s0 + u), simd.load(row_sum, s1 + u)),
+                                   simd.add(simd.load(row_sum, s2 + u), simd.load(row_sum, s3 + u))))
+
+
+@njit(inline="always")
+def _weighted_slots4(row_sum, u, s0, s1, s2, s3, w0, w1, w2, w3, zero):
+    """``_slots4`` of the products ``w_k * r_k``."""
+    return simd.add(zero, _four_terms(simd.load(row_sum, s0 + u), simd.load(row_sum, s1 + u),
+                                      simd.load(row_sum, s2 + u), simd.load(row_sum, s3 + u), w0, w1, w2, w3))
+
+
+@njit(inline="always")
+def _four_terms(p0, p1, p2, p3, w0, w1, w2, w3):
+    """``(w0 * p0 + w1 * p1) + (w2 * p2 + w3 * p3)`` for vectors."""
+    return simd.add(simd.add(simd.mul(w0, p0), simd.mul(w1, p1)), simd.add(simd.mul(w2, p2), simd.mul(w3, p3)))
+
+
+@njit(inline="always")
+def _prefetch_part(src, ahead, ahead_rows, first, last):
+    """Requests ``src[ahead[r] + first : ahead[r] + last]`` into L2 for ``r < ahead_rows``, one
+    prefetch per 64-byte line: the source rows the next work item adds, a share per part of this
+    item's loop, so that their memory reads overlap its sums instead of following them."""
+    for r in range(ahead_rows):
+        simd.prefetch_l2_range(src, ahead[r] + first, ahead[r] + last)
+
+
+@njit(inline="always")
+def _add_rows(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, rows, weighted, first, zero):
+    """``acc[a + c] = (zero if first else acc[a + c]) + sum over the first ``rows`` (1, 2 or 4)
+    of ``w_r * src[b_r + c]``, summed as ((r0 + r1) + (r2 + r3)), for ``c < n``. Writing the
+    first group instead of clearing ``acc`` first saves a pass over ``acc``."""
+    if rows == 4:
+        if weighted:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + ((w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
+                                                               + (w2 * _load(src, b2 + c) + w3 * _load(src, b3 + c)))
+        else:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + ((_load(src, b0 + c) + _load(src, b1 + c))
+                                                               + (_load(src, b2 + c) + _load(src, b3 + c)))
+    elif rows == 2:
+        if weighted:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + (w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
+        else:
+            for c in range(n):
+                acc[a + c] = (zero if first else acc[a + c]) + (_load(src, b0 + c) + _load(src, b1 + c))
+    elif weighted:
+        for c in range(n):
+            acc[a + c] = (zero if first else acc[a + c]) + w0 * _load(src, b0 + c)
+    else:
+        for c in range(n):
+            acc[a + c] = (zero if first else acc[a + c]) + _load(src, b0 + c)
+
+
+@njit(inline="always")
+def _sum_rows(acc, start, src, bases, weights, taps, shift, count, step, weighted, zero):
+    """``acc[start + c] = zero + sum over t < taps of weights[t] * src[bases[t] + shift + c * step]``
+    for ``c < count``. Unit steps add four (then two, one) source rows per pass over ``acc``."""
+    zero = np.float32(zero)
+    a = np.uint64(start)
+    n = np.uint64(count)
+    if taps == 0 or step != 1:
+        for c in range(n):
+            acc[a + c] = zero
+    if step != 1:
+        for t in range(taps):
+            for c in range(count):
+                acc[a + np.uint64(c)] += weights[t] * _load(src, np.uint64(bases[t] + shift + c * step))
+        return
+    t = 0
+    while t < taps:
+        rows = 4 if taps - t >= 4 else (2 if taps - t >= 2 else 1)
+        last = t + rows - 1
+        _add_rows(acc, a, src, np.uint64(bases[t] + shift), np.uint64(bases[min(t + 1, last)] + shift),
+                  np.uint64(bases[min(t + 2, last)] + shift), np.uint64(bases[last] + shift),
+                  weights[t], weights[min(t + 1, last)], weights[min(t + 2, last)], weights[last],
+                  n, rows, weighted, t == 0, zero)
+        t += rows
+
+
+def _pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    """``dst[base + j * d3 + u] = zero + sum over t < taps of (-0.0 + sum over k < count of
+    src[tap_base[t] + shift + (first + k) * units + u])``, in that order, for column ``c = column0
+    + j`` whose ``count`` real slots are the consecutive source columns from ``first`` (see
+    ``_consecutive_slots``): unweighted (nearest) NHWC pixels of float32 read straight from their
+    source rows. Skipping the padding slots gives what adding their -0.0 would. Whole vectors are
+    summed in registers, the units past them in ``vector``. A no-op for other types, which never
+    get here."""
+
+
+@overload(_pixel_sums, inline="always")
+def _pixel_sums_impl(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    if dst.dtype != types.float32:
+        return lambda dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero: None
+    return _pixel_sums_float32
+
+
+def _pixel_sums_float32(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
+    n = np.uint64(units)
+    one = np.uint32(1)
+    lanes = np.uint64(simd.lanes(dst))
+    for j in range(columns):
+        c = np.uint64(column0 + j)
+        out = np.uint64(base + j * d3)
+        count = 0
+        for k in range(slot.shape[1]):
+            count += slot[c, k] != 0
+        first = np.uint64(shift) + (max(slot[c, 0], one) - one) * n
+        u = np.uint64(0)
+        while u + lanes <= n:
+            acc = simd.splat(dst, zero)
+            for t in range(taps):
+                column = np.uint64(tap_base[t]) + first + u
+                row = simd.splat(dst, -0.0)
+                for _ in range(count):
+                    row = simd.add(row, simd.load(src, column))
+                    column += n
+                acc = simd.add(acc, row)
+            simd.store(dst, out + u, acc)
+            u += lanes
+        if u < n:
+            rest = n - u
+            for i in range(rest):
+                vector[i] = zero
+            for t in range(taps):
+                column = np.uint64(tap_base[t]) + first + u
+                for i in range(rest):
+                    vector[rest + i] = -0.0
+                for _ in range(count):
+                    for i in range(rest):
+                        vector[rest + i] += src[column + i]
+                    column += n
+                for i in range(rest):
+                    vector[i] += vector[rest + i]
+            for i in range(rest):
+                dst[out + u + i] = vector[i]
+
+
+@njit(inline="always")
+def _consecutive_slots(slot):
+    """Whether every column's real slots (nonzero) come first and are consecutive source columns."""
+    for c in range(slot.shape[0]):
+        for k in range(1, slot.shape[1]):
+            if slot[c, k] != 0 and (slot[c, k - 1] == 0 or slot[c, k] != slot[c, k - 1] + 1):
+                return False
+    return True

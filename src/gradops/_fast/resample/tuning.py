@@ -1,0 +1,16 @@
+"""The fast resample's tuning constants, in one place, each with why it has its value (how each
+was measured: docs/performance.md). Plain numbers: the host-side plan (``plan.py``, ``taps.py``)
+reads them per call, the kernel (``kernels.py``) as constants fixed when it compiles.
+"""
+
+# Elements of one row sum (columns x U): longer rows are split into column blocks, so that long
+# 1-D/2-D cases still run in parallel and the row sum stays in L1/L2.
+ROW_ELEMENTS = 8192
+
+# Sources at least this large prefetch the next row sum's rows (``_store_units``, ``_combine4``);
+# smaller ones are mostly in the caches, where the prefetches cost more than they hide.
+PREFETCH_SOURCE_BYTES = 16 << 20
+
+# The shortest affine span (``taps._affine``) worth its own loops; shorter runs of such columns
+# read the slot table like the others.
+AFFINE_MIN_COLUMNS = 16
