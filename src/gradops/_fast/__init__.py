@@ -33,13 +33,10 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   reference counting (``njit(_nrt=False)``, ``row_njit`` below): at each such call numba
   otherwise increments and decrements the reference count of every array argument, atomic
   operations on counters that both threads share, which made the cache line holding them travel
-  between the cores. Interleaved A/B, 2 threads: D1 0.83-0.84, D2 0.84-0.86, D3 0.95. Later
-  the depthwise dx row writers, which had kept it (``_stream_row``, inlined into the kernel,
-  whose inlined store helpers counted references at every line, and ``_store_dx_row``): D7 0.92.
-  Overloads called per row take ``jit_options={"_nrt": False}``: resample's ``_columns_first``
-  (a ``*args`` wrapper passing 14 arrays), L3 0.92-0.95; depthwise ``_pair_sums_run``, D4
-  0.97-0.98. Such functions cannot allocate (numba refuses to compile one that does); their
-  callers keep the arrays alive.
+  between the cores (docs/performance.md has the measurements). Overloads called per row take
+  ``jit_options={"_nrt": False}`` (resample's ``_columns_first``, a ``*args`` wrapper passing 14
+  arrays; depthwise ``_pair_sums_run``). Such functions cannot allocate (numba refuses to compile
+  one that does); their callers keep the arrays alive.
 """
 
 import functools
