@@ -113,3 +113,29 @@ def test_small_calls_wake_no_helper_but_use_awake_ones(monkeypatch):
     monkeypatch.setattr(pool, "_last_helped", time.perf_counter() + 10.0)  # awake
     assert pool.thread_budget(100, mid, wake) == 2 and pool.thread_budget(1, mid, wake) == 1
     assert pool.thread_budget(100, pool.INLINE_BYTES - 1, wake) == 1
+
+
+def test_a_call_too_small_to_wait_for_helpers_wakes_them_for_the_next(monkeypatch):
+    """Between INLINE_BYTES and wake_bytes with the helpers asleep, the call runs alone and hands
+    the helpers an empty task, so that the next such call finds them awake and shares its work."""
+    from gradops._fast import relu
+
+    monkeypatch.setattr(pool, "thread_count", lambda: 2)
+    monkeypatch.setattr(pool, "_last_helped", -1.0)  # asleep
+    monkeypatch.setattr(pool, "_HELPER_SPIN_SECONDS", 60.0)  # awake helpers stay awake during the test
+    started = []
+    monkeypatch.setattr(pool, "_start_helpers", lambda count, kernel, args: started.append((count, kernel)))
+    n = 1 << 16
+    x = np.arange(n, dtype=np.uint32) - np.uint32(n // 2)
+    value = np.arange(n, dtype=np.uint32)
+    out = np.zeros(n, np.uint32)
+    mid, wake = 3 * pool.INLINE_BYTES, 16 * pool.INLINE_BYTES
+    limit = np.uint32(0x7FFFFFFF)
+    pool.share(relu._select_dense, 8, mid, x, value, out, limit, wake_bytes=wake)
+    assert started == [(1, pool._linger)]  # woken, not waited for
+    np.testing.assert_array_equal(out, np.where((x != 0) & (x <= limit), value, 0))
+    assert pool.thread_budget(8, mid, wake) == 2  # the next call shares
+    started.clear()
+    pool.share(relu._select_dense, 8, pool.INLINE_BYTES - 1, x, value, out, limit, wake_bytes=wake)
+    pool.share(relu._select_dense, 1, mid, x, value, out, limit, wake_bytes=wake)
+    assert started == []  # below INLINE_BYTES, or one work item: nobody to share with

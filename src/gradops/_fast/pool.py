@@ -220,6 +220,11 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
     threads = thread_budget(items, moved_bytes, wake_bytes)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
+    if threads == 1 and moved_bytes >= INLINE_BYTES and min(thread_count(), items) > 1:
+        # Too little work to wait for a sleeping helper, but enough to share with an awake one:
+        # wake the helpers without waiting for them, so that a call that follows closely (a loop
+        # over such calls, the next layer) finds them lingering, as OpenMP's spinning threads are.
+        _wake_helpers(min(thread_count(), items) - 1)
     if threads > 1:
         # What the caller's ``begin`` will announce (if another thread's call announces first, a
         # helper merely stops lingering early).
@@ -240,6 +245,15 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
             time.sleep(0)
     if threads > 1:
         _last_helped = time.perf_counter()
+
+
+def _wake_helpers(count: int) -> None:
+    """Hand ``count`` helpers a task with no work, after which they linger for the next one."""
+    global _last_helped
+    counters = np.zeros(3, np.int64)
+    counters[2] = _epoch[0]  # the current epoch: they linger until the next task is announced
+    _start_helpers(count, _linger, (counters, _epoch, HELPER))
+    _last_helped = time.perf_counter()
 
 
 def _run_interruptibly(kernel: Callable, counters: np.ndarray, role: int, chunks: int, args: tuple) -> None:
