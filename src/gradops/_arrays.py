@@ -74,13 +74,13 @@ def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, workin
                            + (f" and {_gib(working_bytes)} of {working}" if working_bytes else ""))
 
 
-def require_memory(field: str, nbytes: int, what: str | Callable[[], str]) -> None:
-    """Refuse, naming ``field``, a call whose working memory (``what`` needs ``nbytes``) exceeds
-    :func:`memory_limit_bytes`. ``what`` may be a function that returns the text: calls that
-    pass (all but a few) then skip formatting it, which costs as much as a small call's kernel."""
+def require_memory(field: str, nbytes: int, what: Callable[[], str]) -> None:
+    """Refuse, naming ``field``, a call whose working memory (``what()`` needs ``nbytes``) exceeds
+    :func:`memory_limit_bytes`. ``what`` returns the text, so that the calls that pass (all but a
+    few) skip formatting it, which costs as much as a small call's kernel."""
     limit = memory_limit_bytes()
     if nbytes > limit and _WHOLE_SIZES_CHECKED.get():
-        raise ShapeError(field, f"{what() if callable(what) else what}, more than this machine's {_gib(limit)} "
+        raise ShapeError(field, f"{what()}, more than this machine's {_gib(limit)} "
                          "of memory")
 
 

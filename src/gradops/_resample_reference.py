@@ -21,10 +21,10 @@ def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *,
     else:
         # float64 intermediates: the source's copy, and at most two arrays and a contribution of
         # the larger of source and result alive per axis step
-        require_memory("backend", _REFERENCE_ARRAYS * 8 * max(source.size, out.size),
-                       f"the reference backend's float64 intermediates for shapes {source.shape} -> {out.shape} "
-                       "need about " f"{_REFERENCE_ARRAYS * 8 * max(source.size, out.size) / 2**30:.3g} GiB "
-                       "(backend='fast' needs none)")
+        nbytes = _REFERENCE_ARRAYS * 8 * max(source.size, out.size)
+        require_memory("backend", nbytes,
+                       lambda: f"the reference backend's float64 intermediates for shapes {source.shape} -> "
+                               f"{out.shape} need about {nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
         result = _adjoint_reference(source, plan.taps, out.shape) if gradient else \
             _forward_reference(source, plan.taps)
         np.copyto(out, result)

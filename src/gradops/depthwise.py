@@ -354,7 +354,7 @@ class _DepthwiseDesc:
         else:
             # float64 copies of the operands, the accumulator and one tap's products
             nbytes = 8 * (2 * sum(operand.size for operand in operands) + 3 * out.size)
-            require_memory("backend", nbytes, f"the reference backend's float64 copies need about "
+            require_memory("backend", nbytes, lambda: f"the reference backend's float64 copies need about "
                            f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
             REFERENCE_KERNELS[kernel](*operands, out, *args)
 

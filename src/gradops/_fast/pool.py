@@ -220,11 +220,13 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
     threads = thread_budget(items, moved_bytes, wake_bytes)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
-    if threads == 1 and moved_bytes >= INLINE_BYTES and min(thread_count(), items) > 1:
+    if threads == 1 and moved_bytes >= INLINE_BYTES:
         # Too little work to wait for a sleeping helper, but enough to share with an awake one:
         # wake the helpers without waiting for them, so that a call that follows closely (a loop
         # over such calls, the next layer) finds them lingering, as OpenMP's spinning threads are.
-        _wake_helpers(min(thread_count(), items) - 1)
+        helpers = min(thread_count(), items) - 1
+        if helpers > 0:
+            _wake_helpers(helpers)
     if threads > 1:
         # What the caller's ``begin`` will announce (if another thread's call announces first, a
         # helper merely stops lingering early).

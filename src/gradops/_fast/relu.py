@@ -19,14 +19,12 @@ from . import simd
 from .pool import INLINE_BYTES, begin, claim, end, finish, share
 from .strided import aligned_input, coalesce, element_aligned, flat_view
 
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-_POSITIVE_LIMIT = {  # largest bit pattern that compares > 0
-    np.dtype(np.float32): 0x7F800000, np.dtype(np.float16): 0x7C00,
-    np.dtype(np.int32): 0x7FFFFFFF, np.dtype(np.int16): 0x7FFF, np.dtype(np.int8): 0x7F,
+# Per dtype: the unsigned type its bits are selected as, and the largest bit pattern that compares > 0.
+_BITS_AND_LIMIT = {
+    np.dtype(np.float32): (np.uint32, np.uint32(0x7F800000)), np.dtype(np.float16): (np.uint16, np.uint16(0x7C00)),
+    np.dtype(np.int32): (np.uint32, np.uint32(0x7FFFFFFF)), np.dtype(np.int16): (np.uint16, np.uint16(0x7FFF)),
+    np.dtype(np.int8): (np.uint8, np.uint8(0x7F)),
 }
-# Per dtype: the unsigned type its bits are selected as, and its limit in that type.
-_BITS_AND_LIMIT = {dtype: (_UNSIGNED[dtype.itemsize], _UNSIGNED[dtype.itemsize](limit))
-                   for dtype, limit in _POSITIVE_LIMIT.items()}
 
 
 # Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
