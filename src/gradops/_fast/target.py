@@ -13,6 +13,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from llvmlite import binding
 
@@ -80,3 +81,24 @@ def codegen_target() -> Target:
     half = "vcvtps2ph" in _assembly(_HALF_PROBE, cpu, features)
     avx512 = "zmm" in _assembly(_WIDE_PROBE, cpu, features)
     return Target(cpu, features, half=half, avx512=avx512)
+
+
+# Per-core data cache sizes where the system does not say (typical x86 cores of the last decade).
+_TYPICAL_DATA_CACHE_BYTES = {1: 32 << 10, 2: 512 << 10}
+_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux: one indexN folder per cache of CPU 0
+
+
+@cache
+def data_cache_bytes(level: int) -> int:
+    """The size of one core's level-``level`` data (or unified) cache, as Linux reports it for
+    CPU 0 (``_CACHES``); a typical size where it does not."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    for index in sorted(_CACHES.glob("index[0-9]*")):
+        try:
+            if int((index / "level").read_text()) != level or (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = (index / "size").read_text().strip()
+            return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        except (OSError, ValueError):
+            break
+    return _TYPICAL_DATA_CACHE_BYTES[level]

@@ -9,8 +9,8 @@ count or schedule, and NCHW gives the same bits as NHWC.
 * Summation order of one output element. Forward: taps (ky, kx) ascending, from +0. Backprop
   input: for each m, taps (ky, kx) ascending from +0, then the M partial sums added in m order.
   Backprop filter: 16 lanes per filter element, lane ``ox % 16`` summing its (row, ox) terms in
-  order; lanes added in order; then a fixed number of row chunks (``_CHUNKS``, independent of the
-  thread count) added in order.
+  order; lanes added in order; then row chunks, a number fixed by the shapes alone
+  (``plan._filter_chunks``, never by the thread count), added in order.
 * Precision. float16 / bfloat16 load as float32 (bit-exact decoding), accumulate in float32 and
   round once, to nearest even; float32 accumulates in float32, float64 in float64.
 
@@ -46,12 +46,13 @@ from ..._depthwise_reference import REFERENCE_KERNELS
 from .. import simd
 from ..pool import share
 from ..strided import element_aligned
+from ..target import codegen_target
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .plan import (_CHUNKS, _IN_PLACE_ROW_BYTES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _geometry,
-                   _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines, _pitch, _planar_block_rows,
-                   _rows_per_job, _streams_rows, _tap_shifts, _weights, _zero_margins)
+from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _filter_chunks,
+                   _filter_group_rows, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines, _pitch,
+                   _planar_block_rows, _rows_per_job, _streams_rows, _tap_shifts, _weights, _zero_margins)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -218,12 +219,15 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
-    partial = np.empty((min(_CHUNKS, batch * out_h), fh * fw, width), acc)
+    partial = np.empty((_filter_chunks(batch * out_h, out_w), fh * fw, width), acc)
+    # rows read in place whose lanes go through registers (lanes.py) are summed a group at a time
+    grouped = direct_x and direct_dy and not planar and out_w >= _LANES
+    group_rows = _filter_group_rows(grouped, fh, stride_h, dil_h, out_w, in_w, -(-batch * out_h // partial.shape[0]))
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
     kind = _HALF_KINDS.get(out.dtype, _FLOAT)
     share(_backprop_filter_kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
           x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
-          direct_dy, partial, geo, planar, kind)
+          direct_dy, partial, geo, planar, kind, codegen_target().avx512, group_rows)
     out_buf, out_off, out_st = _kernel_view(out, False)
     _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)

@@ -26,6 +26,7 @@ import numpy as np
 from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_view
+from ..target import data_cache_bytes
 from .codecs import _HALF_KINDS
 
 _LINE = 64  # bytes per cache line
@@ -35,9 +36,14 @@ _JOBS_PER_THREAD = 16
 # Backprop filter: independent partial sums per filter element (lane ``ox % 16``), so that the
 # additions of one element do not wait on each other.
 _LANES = 16
-# Backprop filter: row chunks reduced separately, then combined in order; a fixed number, so
-# that the bits do not depend on the thread count.
+# Backprop filter: row chunks reduced separately, then combined in order; a number fixed by the
+# problem alone, never by the thread count, so that the bits are too (``_filter_chunks``): up to
+# _CHUNKS, enough to balance the load; about _CHUNK_POSITIONS dy positions (rows x OW) each, since
+# a chunk pays for its lanes (zeroed, through registers, added) however few its rows; but at
+# least _MIN_CHUNKS, to share small problems between threads.
 _CHUNKS = 64
+_CHUNK_POSITIONS = 256
+_MIN_CHUNKS = 8
 _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps to prefetch
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (the others were read for the previous output row).
@@ -55,6 +61,11 @@ _WEIGHTS_IN_REGISTERS_BYTES = 256
 # of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows are staged with zero
 # margins, which makes each row one segment. Strided rows stay in place (staging did not pay).
 _IN_PLACE_ROW_BYTES = 128
+# Backprop filter: a group of channels-last rows read in place is summed with one pass of the
+# lanes through registers (``lanes._lane_rows``), as long as the group's lines of one vector of
+# channels (its dy rows, and the x rows they read) fill at most this share of the L1 data cache,
+# where the taps revisit them.
+_FILTER_GROUP_L1_SHARE = 0.5
 # ``_planar_blocks_kernel``: about this many elements per block of rows, so that a job's staged
 # rows and accumulators stay in cache.
 _PLANAR_BLOCK_ELEMENTS = 8192
@@ -146,6 +157,23 @@ def _streams_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, str
     half_rows = out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1
     pair_rows = out.dtype not in _HALF_KINDS and mult == 2
     return one_run and (half_rows or pair_rows)
+
+
+def _filter_chunks(rows: int, out_w: int) -> int:
+    """Row chunks of the backprop filter for ``rows`` = N*OH dy rows of ``out_w`` positions."""
+    return min(_CHUNKS, rows, max(_MIN_CHUNKS, -(-rows * out_w // _CHUNK_POSITIONS)))
+
+
+def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w: int, chunk_rows: int) -> int:
+    """Rows per group of the backprop-filter kernel (``_FILTER_GROUP_L1_SHARE``): 1 unless its
+    channels-last rows are read in place (``direct``); at most a chunk's rows."""
+    if not direct:
+        return 1
+    budget = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // _LINE
+    rows = 1
+    while rows < chunk_rows and (rows + 1) * out_w + (rows * sh + (fh - 1) * dh + 1) * in_w <= budget:
+        rows += 1
+    return rows
 
 
 def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:

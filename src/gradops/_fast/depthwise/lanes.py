@@ -1,0 +1,193 @@
+"""The backprop-filter microkernels: terms dy * x added into lanes (SPEC 5.4, order in ``filter``).
+
+A filter element (tap t, channel k) has 16 lanes; the term of dy position ox goes to lane
+``ox % 16``, and each lane adds its terms in (row, ox) order. Any loop order that keeps that
+order per lane gives the same bits, so the channels-last kernel takes the one that suits the
+registers: a vector of channels at a time, every tap, and per tap 4 or 8 lanes held in vector
+registers while the rows' 16-position blocks stream by, each block adding one term to each
+lane. A block that the tap's positions cover only in part selects the products of the positions
+inside (``_term``): a select, not an add of zero, so a lane's sum is the same.
+
+Lanes live in memory as ``[tap][lane][k]`` (channels-last, ``n_lanes`` lanes per tap) or
+``[tap][k][lane]`` (planar rows, ``_lane_dot``), and are added in lane order at the end of a
+chunk (``_add_lanes``).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .. import row_njit, simd
+from .plan import _LANES, _LINE
+
+# An x column that no tap has: where a tap reads no x row for a dy row (it reads padding). Real
+# columns may be negative: a tap's first position can be left of the row it reads.
+_NO_ROW = -(1 << 62)
+
+
+@njit(inline="always")
+def _term(r, d, dp, xs, xp, width, ox, lo, hi):
+    """Lane register ``r`` plus the term of position ``ox`` (``d[dp + ox*width:] *
+    xs[xp + ox*width:]``) if lo <= ox < hi, else ``r`` unchanged; an outside position reads
+    position ``lo`` instead, which is in the rows, and drops the product."""
+    inside = lo <= ox < hi
+    p = ox if inside else lo
+    return simd.choose(inside, simd.muladd(r, simd.load(d, dp + p * width), simd.load(xs, xp + p * width)), r)
+
+
+@njit(inline="always")
+def _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, whole):
+    """Four lanes' terms of positions ox .. ox + 3 (``_term``); ``whole``: all four inside."""
+    if whole:
+        return (simd.muladd(r0, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width)),
+                simd.muladd(r1, simd.load(d, dp + (ox + 1) * width), simd.load(xs, xp + (ox + 1) * width)),
+                simd.muladd(r2, simd.load(d, dp + (ox + 2) * width), simd.load(xs, xp + (ox + 2) * width)),
+                simd.muladd(r3, simd.load(d, dp + (ox + 3) * width), simd.load(xs, xp + (ox + 3) * width)))
+    return (_term(r0, d, dp, xs, xp, width, ox, lo, hi), _term(r1, d, dp, xs, xp, width, ox + 1, lo, hi),
+            _term(r2, d, dp, xs, xp, width, ox + 2, lo, hi), _term(r3, d, dp, xs, xp, width, ox + 3, lo, hi))
+
+
+@njit(inline="always")
+def _load4(lanes, at, step):
+    return (simd.load(lanes, at), simd.load(lanes, at + step), simd.load(lanes, at + 2 * step),
+            simd.load(lanes, at + 3 * step))
+
+
+@njit(inline="always")
+def _store4(lanes, at, step, r0, r1, r2, r3):
+    simd.store(lanes, at, r0)
+    simd.store(lanes, at + step, r1)
+    simd.store(lanes, at + 2 * step, r2)
+    simd.store(lanes, at + 3 * step, r3)
+
+
+@njit(inline="always")
+def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g, eight):
+    """Lanes g .. g + 3 (g .. g + 7 when ``eight``) plus the terms of one row's positions
+    [lo, hi), block by block of 16 positions; the blocks at either end that [lo, hi) covers in
+    part select the products of the positions inside."""
+    first_whole, end_whole = (lo + _LANES - 1) // _LANES, hi // _LANES
+    if lo // _LANES < first_whole:  # the block holding lo, in part
+        ox = lo // _LANES * _LANES + g
+        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, False)
+        if eight:
+            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, False)
+    for block in range(first_whole, end_whole):
+        ox = block * _LANES + g
+        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, True)
+        if eight:  # a second set of four: the additions of one set do not wait on the other's
+            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, True)
+    if first_whole <= end_whole and end_whole * _LANES < hi:  # the block holding hi - 1, in part
+        ox = end_whole * _LANES + g
+        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, False)
+        if eight:
+            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, False)
+    return r0, r1, r2, r3, r4, r5, r6, r7
+
+
+@row_njit
+def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, eight, d_next, d_next_n, x_next,
+               x_next_n):
+    """Channels-last, ``n_rows`` dy rows (row r at ``d_rows[r]``): for each tap t, row r with
+    ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*n_lanes + ox % 16)*width
+    + k] += d[d_rows[r] + ox*width + k] * xs[x_cols[r, t] + ox*width + k]``, each lane receiving
+    its terms in (row, ox) order.
+
+    One vector of channels at a time, so that its lines of the rows and of the lanes stay in L1
+    while the taps revisit them; per tap, 4 or 8 lanes (8 where the CPU has 32 vector registers;
+    ``n_lanes`` is a multiple of 8) stay in registers over all the rows. The channels past the
+    last whole vector go one by one. Meanwhile the lines the next rows read first,
+    ``d[d_next:][:d_next_n]`` and ``xs[x_next:][:x_next_n]``, are requested into L2 a share per
+    (vector, tap): the walk reads lines far apart, which the CPU's prefetchers do not foresee."""
+    v = simd.lanes(lanes)
+    vectors = width - width % v
+    taps = lo.size
+    group = 8 if eight else 4
+    line = _LINE // d.itemsize
+    d_share = simd.line_share(d_next_n, vectors // v * taps, line)
+    x_share = simd.line_share(x_next_n, vectors // v * taps, line)
+    requested = 0
+    for j in range(0, vectors, v):
+        for t in range(taps):
+            simd.prefetch_l2_range(d, d_next + requested * d_share, d_next + min((requested + 1) * d_share, d_next_n))
+            simd.prefetch_l2_range(xs, x_next + requested * x_share, x_next + min((requested + 1) * x_share, x_next_n))
+            requested += 1
+            if lo[t] >= hi[t]:
+                continue
+            for g in range(0, n_lanes, group):
+                at = (t * n_lanes + g) * width + j
+                r0, r1, r2, r3 = _load4(lanes, at, width)
+                r4, r5, r6, r7 = _load4(lanes, at + 4 * width if eight else at, width)
+                for r in range(n_rows):
+                    if x_cols[r, t] != _NO_ROW:
+                        r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, d_rows[r] + j,
+                                                                    xs, x_cols[r, t] + j, width, lo[t], hi[t], g, eight)
+                _store4(lanes, at, width, r0, r1, r2, r3)
+                if eight:
+                    _store4(lanes, at + 4 * width, width, r4, r5, r6, r7)
+    for k in range(vectors, width):
+        for t in range(taps):
+            base = t * n_lanes * width + k
+            for r in range(n_rows):
+                if x_cols[r, t] != _NO_ROW:
+                    d0, x0 = d_rows[r] + k, x_cols[r, t] + k
+                    for ox in range(lo[t], hi[t]):
+                        lanes[base + (ox % _LANES) * width] += d[d0 + ox * width] * xs[x0 + ox * width]
+
+
+@row_njit
+def _lane_rows_in_memory(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi):
+    """``_lane_rows`` with the lanes in memory: for each row, tap and position, a whole run of
+    ``width`` channels, contiguous in the lanes, dy and x alike. For rows narrower than a block
+    of 16 positions, where the lanes would take no whole block through registers and the
+    vector-at-a-time walk would read lines ``width`` elements apart (a multiple of 512 bytes
+    maps them all into a few sets of the L1 cache)."""
+    for r in range(n_rows):
+        for t in range(lo.size):
+            if x_cols[r, t] == _NO_ROW:
+                continue
+            for ox in range(lo[t], hi[t]):
+                lane = lanes[(t * n_lanes + ox % _LANES) * width:(t * n_lanes + ox % _LANES + 1) * width]
+                dd = d[d_rows[r] + ox * width:d_rows[r] + (ox + 1) * width]
+                xx = xs[x_cols[r, t] + ox * width:x_cols[r, t] + (ox + 1) * width]
+                for k in range(width):
+                    lane[k] += dd[k] * xx[k]
+
+
+@row_njit
+def _add_lanes(lanes, n_lanes, width, totals):
+    """Channels-last ``totals[t*width + k]`` = lanes 0, 1, ... of (t, k) added in order: a vector
+    of channels at a time, each lane a unit-stride run of ``lanes``."""
+    v = simd.lanes(lanes)
+    vectors = width - width % v
+    for t in range(totals.size // width):
+        first = t * n_lanes * width
+        for j in range(0, vectors, v):
+            total = simd.load(lanes, first + j)
+            for lane in range(1, n_lanes):
+                total = simd.add(total, simd.load(lanes, first + lane * width + j))
+            simd.store(totals, t * width + j, total)
+        for k in range(vectors, width):
+            total = lanes[first + k]
+            for lane in range(1, n_lanes):
+                total += lanes[first + lane * width + k]
+            totals[t * width + k] = total
+
+
+@row_njit
+def _lane_dot(lanes, base, d, d0, xs, x0, lo, hi):
+    """Planar: lanes[base + ox % 16] += d[d0 + ox] * xs[x0 + ox] for ox in [lo, hi), ascending."""
+    ox = lo
+    while ox < hi and ox % _LANES != 0:
+        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
+        ox += 1
+    lane = lanes[base:base + _LANES]
+    while ox + _LANES <= hi:
+        dd = d[d0 + ox:d0 + ox + _LANES]
+        xx = xs[x0 + ox:x0 + ox + _LANES]
+        for j in range(_LANES):
+            lane[j] += dd[j] * xx[j]
+        ox += _LANES
+    while ox < hi:
+        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
+        ox += 1

@@ -1,0 +1,93 @@
+"""The fast backprop filter sums in the order its docstring documents (``_fast/depthwise/filter``):
+per filter element, 16 lanes, lane ``ox % 16`` adding its (row, ox) terms in order; lanes added in
+order; then min(64, N*OH, max(8, ceil(N*OH*OW / 256))) chunks of consecutive rows, added in chunk
+order, and rounded once.
+
+The model below follows that description with NumPy scalars of the accumulator type (each
+product and each sum rounded, as IEEE arithmetic does), so the kernel must match it bit for bit
+whatever code path it takes: vectors with lanes in registers, lanes in memory, the channels past
+the last whole vector, strides (residue planes), multipliers (staged rows) and half types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradops._fast import depthwise as fast
+
+from fast_depthwise_cases import BF16, bits
+
+LANES, CHUNKS = 16, 64
+
+
+def lane_order_backprop_filter(x, dy, fh, fw, stride, dil, pad, out_dtype):
+    """dF by the documented order, from NHWC ``x`` and ``dy``."""
+    acc = np.float64 if out_dtype == np.float64 else np.float32
+    x, dy = x.astype(acc), dy.astype(acc)
+    n, h, w, c = x.shape
+    _, oh, ow, width = dy.shape
+    mult = width // c
+    x_wide = np.repeat(x, mult, axis=3)  # channel k = c*M + m reads x channel c
+    rows = n * oh
+    chunks = min(CHUNKS, rows, max(8, -(-rows * ow // 256)))
+    partial = np.zeros((chunks, fh * fw, width), acc)
+    for chunk in range(chunks):
+        lanes = np.zeros((fh * fw, LANES, width), acc)
+        for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
+            b, oy = divmod(row, oh)
+            for ky in range(fh):
+                iy = oy * stride[0] - pad[0] + ky * dil[0]
+                if not 0 <= iy < h:
+                    continue
+                for kx in range(fw):
+                    for ox in range(ow):
+                        ix = ox * stride[1] - pad[1] + kx * dil[1]
+                        if 0 <= ix < w:
+                            lane = lanes[ky * fw + kx, ox % LANES]
+                            lane[:] = lane + dy[b, oy, ox] * x_wide[b, iy, ix]
+        total = lanes[:, 0].copy()
+        for lane in range(1, LANES):
+            total = total + lanes[:, lane]
+        partial[chunk] = total
+    result = partial[0].copy()
+    for chunk in range(1, chunks):
+        result = result + partial[chunk]
+    return result.reshape(fh, fw, c, mult).astype(out_dtype)
+
+
+CASES = [
+    # (N, H, W, C, M, fh, fw, stride, dil, pad): whole blocks of 16 positions, heads and tails
+    # around them, a channel tail past the last vector, and more rows than chunks
+    (2, 9, 45, 35, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (3, 25, 37, 16, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (1, 6, 70, 32, 2, 3, 3, (1, 2), (1, 1), (1, 1)),
+    (2, 7, 7, 40, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
+    (1, 8, 52, 17, 1, 3, 3, (2, 1), (2, 3), (2, 3)),
+    (2, 5, 40, 8, 3, 2, 4, (1, 1), (1, 1), (0, 2)),
+    # narrow rows, more rows than chunks: float32 / float64 NHWC rows go several at a time
+    (4, 40, 7, 24, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (3, 50, 9, 16, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16],
+                         ids=str)
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_backprop_filter_sums_in_the_documented_order(case, dtype, layout):
+    n, h, w, c, m, fh, fw, stride, dil, pad = case
+    rng = np.random.default_rng(sum(case[:5]))
+    oh = (h + 2 * pad[0] - (fh - 1) * dil[0] - 1) // stride[0] + 1
+    ow = (w + 2 * pad[1] - (fw - 1) * dil[1] - 1) // stride[1] + 1
+    x = rng.standard_normal((n, h, w, c)).astype(dtype)
+    dy = rng.standard_normal((n, oh, ow, c * m)).astype(dtype)
+    expected = lane_order_backprop_filter(x, dy, fh, fw, stride, dil, pad, dtype)
+    if layout == "NCHW":  # planar rows: NHWC-indexed views of NCHW data
+        x_in = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+        dy_in = np.ascontiguousarray(dy.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+    else:
+        x_in, dy_in = x, dy
+    out = np.empty((fh, fw, c, m), dtype)
+    fast.backprop_filter(x_in, dy_in, out, *stride, *dil, *pad)
+    np.testing.assert_array_equal(bits(out), bits(expected))

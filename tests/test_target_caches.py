@@ -1,0 +1,39 @@
+"""The cache sizes the fast kernels' plans take from the machine (``_fast/target.data_cache_bytes``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gradops._fast import target
+
+
+def _cache(folder: Path, name: str, level: int, kind: str, size: str) -> None:
+    index = folder / name
+    index.mkdir()
+    (index / "level").write_text(f"{level}\n")
+    (index / "type").write_text(f"{kind}\n")
+    (index / "size").write_text(f"{size}\n")
+
+
+@pytest.fixture
+def caches(tmp_path, monkeypatch):
+    monkeypatch.setattr(target, "_CACHES", tmp_path)
+    target.data_cache_bytes.cache_clear()
+    yield tmp_path
+    target.data_cache_bytes.cache_clear()
+
+
+def test_sizes_come_from_the_data_and_unified_caches(caches):
+    _cache(caches, "index0", 1, "Instruction", "64K")
+    _cache(caches, "index1", 1, "Data", "48K")
+    _cache(caches, "index2", 2, "Unified", "2048K")
+    assert target.data_cache_bytes(1) == 48 << 10
+    assert target.data_cache_bytes(2) == 2 << 20
+
+
+def test_typical_sizes_where_the_system_does_not_say(caches):
+    assert target.data_cache_bytes(1) == 32 << 10
+    _cache(caches, "index0", 2, "Unified", "garbled")
+    assert target.data_cache_bytes(2) == 512 << 10
