@@ -21,11 +21,25 @@ Result = TypeVar("Result")
 _MAX_ENTRIES = 1024
 
 
+# Element types put in a key as (type, value) in line: a key is built on every call, and these
+# are almost all its elements (strides, paddings, sizes, format strings).
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def typed_key(value: Any) -> Hashable:
     """``value`` as a hashable key that keeps the type of every element (lists and tuples are
-    walked); raises ``TypeError`` for anything unhashable."""
+    walked); raises ``TypeError`` for anything unhashable. A sequence's key is its type, then per
+    element either the element's type and value (plain types) or the element's own key, a tuple:
+    never a type, so no two different sequences share a key."""
     if isinstance(value, (list, tuple)):
-        return (type(value), *(typed_key(item) for item in value))
+        parts: list[Any] = [type(value)]
+        for item in value:
+            kind = type(item)
+            if kind in _PLAIN:
+                parts += (kind, item)
+            else:
+                parts.append(typed_key(item))
+        return tuple(parts)
     hash(value)
     return (type(value), value)
 

@@ -106,6 +106,12 @@ def _depthwise_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], 
             yield lambda x_shape=x_shape, dy=dy, attrs=attrs: function(x_shape, filt, dy, **attrs)
         else:
             yield lambda x=x, dy=dy, attrs=attrs: function(x, filt.shape, dy, **attrs)
+    if op == "depthwise_conv2d_native_backprop_filter" and layout == "NHWC":
+        # Rows of 16 positions or more keep the filter's lanes in registers, in a kernel of their
+        # own (_backprop_filter_kernel_for in _fast/depthwise/filter.py).
+        wide = _array((n, h, 16, c), dtype, 8)
+        yield lambda: function(wide, filt.shape, wide, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+                               backend="fast")
     if op == "depthwise_conv2d_native_backprop_input" and layout == "NHWC":
         # A dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a kernel
         # of its own (_backprop_input_kernel_for in _fast/depthwise/kernels.py).

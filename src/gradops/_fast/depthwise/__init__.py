@@ -48,7 +48,7 @@ from ..pool import share
 from ..strided import element_aligned
 from ..target import codegen_target
 from .codecs import _FLOAT, _HALF_KINDS
-from .filter import _backprop_filter_kernel, _combine_chunks
+from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _filter_chunks,
                    _filter_group_rows, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines, _pitch,
@@ -220,13 +220,16 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
     partial = np.empty((_filter_chunks(batch * out_h, out_w), fh * fw, width), acc)
-    # rows read in place whose lanes go through registers (lanes.py) are summed a group at a time
-    grouped = direct_x and direct_dy and not planar and out_w >= _LANES
-    group_rows = _filter_group_rows(grouped, fh, stride_h, dil_h, out_w, in_w, -(-batch * out_h // partial.shape[0]))
+    # channels-last rows of 16 positions or more keep their lanes in registers (lanes.py), rows read
+    # in place a group at a time
+    registers = not planar and out_w >= _LANES
+    group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
+                                    -(-batch * out_h // partial.shape[0]))
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left)
     kind = _HALF_KINDS.get(out.dtype, _FLOAT)
-    share(_backprop_filter_kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
+    kernel = _backprop_filter_kernel_for((planar, registers))
+    share(kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
           x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
           direct_dy, partial, geo, planar, kind, codegen_target().avx512, group_rows)
     out_buf, out_off, out_st = _kernel_view(out, False)

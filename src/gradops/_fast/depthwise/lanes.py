@@ -36,13 +36,17 @@ def _term(r, d, dp, xs, xp, width, ox, lo, hi):
 
 
 @njit(inline="always")
-def _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, whole):
-    """Four lanes' terms of positions ox .. ox + 3 (``_term``); ``whole``: all four inside."""
-    if whole:
-        return (simd.muladd(r0, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width)),
-                simd.muladd(r1, simd.load(d, dp + (ox + 1) * width), simd.load(xs, xp + (ox + 1) * width)),
-                simd.muladd(r2, simd.load(d, dp + (ox + 2) * width), simd.load(xs, xp + (ox + 2) * width)),
-                simd.muladd(r3, simd.load(d, dp + (ox + 3) * width), simd.load(xs, xp + (ox + 3) * width)))
+def _whole4(r0, r1, r2, r3, d, dp, xs, xp, width, ox):
+    """Four lanes' terms of positions ox .. ox + 3, all inside."""
+    return (simd.muladd(r0, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width)),
+            simd.muladd(r1, simd.load(d, dp + (ox + 1) * width), simd.load(xs, xp + (ox + 1) * width)),
+            simd.muladd(r2, simd.load(d, dp + (ox + 2) * width), simd.load(xs, xp + (ox + 2) * width)),
+            simd.muladd(r3, simd.load(d, dp + (ox + 3) * width), simd.load(xs, xp + (ox + 3) * width)))
+
+
+@njit(inline="always")
+def _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi):
+    """Four lanes' terms of positions ox .. ox + 3, those inside [lo, hi) (``_term``)."""
     return (_term(r0, d, dp, xs, xp, width, ox, lo, hi), _term(r1, d, dp, xs, xp, width, ox + 1, lo, hi),
             _term(r2, d, dp, xs, xp, width, ox + 2, lo, hi), _term(r3, d, dp, xs, xp, width, ox + 3, lo, hi))
 
@@ -64,24 +68,24 @@ def _store4(lanes, at, step, r0, r1, r2, r3):
 @njit(inline="always")
 def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g, eight):
     """Lanes g .. g + 3 (g .. g + 7 when ``eight``) plus the terms of one row's positions
-    [lo, hi), block by block of 16 positions; the blocks at either end that [lo, hi) covers in
-    part select the products of the positions inside."""
+    [lo, hi), block by block of 16 positions; in the blocks at either end that [lo, hi) covers
+    in part, the products of the positions inside."""
     first_whole, end_whole = (lo + _LANES - 1) // _LANES, hi // _LANES
     if lo // _LANES < first_whole:  # the block holding lo, in part
         ox = lo // _LANES * _LANES + g
-        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, False)
+        r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
         if eight:
-            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, False)
+            r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
     for block in range(first_whole, end_whole):
         ox = block * _LANES + g
-        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, True)
+        r0, r1, r2, r3 = _whole4(r0, r1, r2, r3, d, dp, xs, xp, width, ox)
         if eight:  # a second set of four: the additions of one set do not wait on the other's
-            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, True)
+            r4, r5, r6, r7 = _whole4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4)
     if first_whole <= end_whole and end_whole * _LANES < hi:  # the block holding hi - 1, in part
         ox = end_whole * _LANES + g
-        r0, r1, r2, r3 = _terms4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi, False)
+        r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
         if eight:
-            r4, r5, r6, r7 = _terms4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi, False)
+            r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
     return r0, r1, r2, r3, r4, r5, r6, r7
 
 
