@@ -37,8 +37,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
                                 dy_st, dy_direct, direct_dy, partial, geo, planar, kind, eight, group_rows):
         """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
-        n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-        fh, fw, sh, sw, dh, dw, pt, pl = geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
+        n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, _ = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
         x_row_len = (width if not planar else chans) * sw * plane_len
@@ -143,8 +142,8 @@ def _next_rows(first, rows, group_rows, geo, dy_off, dy_st, direct_dy, x_off, x_
     """(start, length) in dy and in x of what the group of rows from ``first`` reads first and this
     group did not: its dy rows, and the x rows below this group's (rows read in place only; the
     rows of the next group's image; lengths 0 past the last row)."""
-    in_h, in_w, chans, mult, out_h, out_w = geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-    fh, sh, dh, pt = geo[7], geo[9], geo[11], geo[13]
+    in_h, in_w, chans, mult, out_h, out_w = geo.in_h, geo.in_w, geo.chans, geo.mult, geo.out_h, geo.out_w
+    fh, sh, dh, pt = geo.fh, geo.stride_h, geo.dil_h, geo.pad_top
     b, oy = first // out_h, first % out_h
     count = min(group_rows, rows - first, out_h - oy)
     iy_first = max(0, oy * sh - pt + (fh - 1) * dh)  # the last x row of its first dy row

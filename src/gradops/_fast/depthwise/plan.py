@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -187,10 +188,33 @@ def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> 
     return max(0, reach - pad_left), max(0, in_w + pad_left - out_w)
 
 
-def _geometry(*sizes: int) -> np.ndarray:
-    """(N, H, W, C, M, OH, OW, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, pitch):
-    the ``geo`` argument of the row kernels."""
-    return np.array(sizes, dtype=np.int64)
+class Geometry(NamedTuple):
+    """One call's sizes and attributes as the row kernels read them (the ``geo`` argument): the
+    NHWC-indexed sizes of the input space (x / dx) and of the output space (y / dy), the filter's,
+    its strides, dilations and leading paddings (SPEC 5.4), and ``pitch`` (``_pitch``; 0 where a
+    kernel stages no channels-last rows). A record of int64 for numba, unpacked in one line."""
+
+    batch: int
+    in_h: int
+    in_w: int
+    chans: int
+    mult: int
+    out_h: int
+    out_w: int
+    fh: int
+    fw: int
+    stride_h: int
+    stride_w: int
+    dil_h: int
+    dil_w: int
+    pad_top: int
+    pad_left: int
+    pitch: int = 0
+
+
+def _geometry(*sizes: int) -> Geometry:
+    """The kernels' ``Geometry`` of ``sizes`` (Python ints: numba types the record as int64)."""
+    return Geometry(*map(int, sizes))
 
 
 def _tap_shifts(fh: int, fw: int, step_y: int, step_x: int, start_y: int, start_x: int
