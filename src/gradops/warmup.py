@@ -106,13 +106,19 @@ def _depthwise_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], 
             yield lambda x_shape=x_shape, dy=dy, attrs=attrs: function(x_shape, filt, dy, **attrs)
         else:
             yield lambda x=x, dy=dy, attrs=attrs: function(x, filt.shape, dy, **attrs)
-    if op == "depthwise_conv2d_native_backprop_input" and layout == "NHWC":
-        # A dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a kernel
-        # of its own (_backprop_input_kernel_for in _fast/depthwise/kernels.py).
+    if op in ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input") and layout == "NHWC":
+        # A y or dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a
+        # kernel of its own (_forward_kernel_for, _backprop_input_kernel_for in
+        # _fast/depthwise/kernels.py).
         large = (1, 256, 256, 64)
-        dy = _array(large, dtype, 7)
-        yield lambda: function(large, filt[:, :, :1].repeat(64, axis=2), dy, strides=(1, 1, 1, 1), padding="SAME",
-                               data_format="NHWC", backend="fast")
+        wide = filt[:, :, :1].repeat(64, axis=2)
+        source = _array(large, dtype, 7)
+        if op == "depthwise_conv2d_native":
+            yield lambda: function(source, wide, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+                                   backend="fast")
+        else:
+            yield lambda: function(large, wide, source, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+                                   backend="fast")
 
 
 @dataclass(frozen=True)
