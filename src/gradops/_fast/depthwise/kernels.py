@@ -65,6 +65,11 @@ def _forward_kernel_for(path: tuple[bool, bool]):
         jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
         acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
         columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
+        # Staged channels-last rows of one run from beyond the caches: while an output row is summed,
+        # the x row the next one stages is requested (_PREFETCH_STAGED_BYTES), so that staging it
+        # does not wait on memory.
+        prefetch_staged = not direct_in and not planar and x_st[3] == 1 and x_st[2] == chans \
+            and x.size * x.itemsize >= _PREFETCH_STAGED_BYTES
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
@@ -94,6 +99,7 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                 x_base = x_off + b * x_st[0]
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
+                    ahead = ahead_n = np.int64(0)  # no x row requested yet
                     for ky in range(fh):
                         iy = oy * sh - pt + ky * dh
                         if iy < 0 or iy >= in_h:
@@ -111,6 +117,9 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                                 else:
                                     _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
                                                          sw, plane_len, pitch, ring, row, kind)
+                                    after = (oy + 1) * sh - pt + (fh - 1) * dh  # the next output row's last x row
+                                    if prefetch_staged and oy + 1 < out_h and 0 <= after < in_h:
+                                        ahead, ahead_n = x_base + after * x_st[1], in_w * chans
                         for kx in range(fw):
                             ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
                             if ox_hi <= ox_lo:
@@ -136,13 +145,12 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                                 weight[t] = wv[tap[t] * pitch + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
                                                weight, lo, hi, nt, scratch)
-                    elif stream_in_place_path:  # no run requested: typed int64, since
-                        # literals would compile second copies of _fill_plane_blocked and _taps_rows
+                    elif stream_in_place_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, True, x, np.int64(0), np.int64(0))
+                                            scratch, direct_in, True, x, ahead, ahead_n)
                     elif plain_stores_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, False, x, np.int64(0), np.int64(0))
+                                            scratch, direct_in, False, x, ahead, ahead_n)
                     if direct_out:
                         continue
                     if planar_path:

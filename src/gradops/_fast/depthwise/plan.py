@@ -43,10 +43,10 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (the others were read for the previous output row).
 _PREFETCH_AHEAD_BYTES = 8192
-# Backprop input requests the next staged dy row from a dy at least this large (smaller ones are
-# mostly in the caches) while the current output row is summed, in equal shares over the blocks
-# of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of ``_taps9_rows`` (the
-# CPU does not keep one burst of line prefetches in flight), else at once.
+# Forward and backprop input request the next staged x / dy row from a source at least this large
+# (smaller ones are mostly in the caches) while the current output row is summed, in equal shares
+# over the blocks of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of
+# ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in

@@ -21,9 +21,14 @@ from __future__ import annotations
 from numba import njit
 
 from .. import row_njit, simd
+from ..target import codegen_target
 from .codecs import _put
 from .plan import _LINE, _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
 from .taps import _channel_tail
+
+# Rows of 7 taps go through ``_rows7_8x1`` where its 8 sums, 7 weights and 14 source vectors fit
+# the 32 vector registers of AVX-512; with AVX2's 16 they spill, and tap by tap was faster.
+_SEVEN_TAP_ROWS = codegen_target().avx512
 
 
 @njit(inline="always")
@@ -207,12 +212,12 @@ def _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
 
 @njit(inline="always")
 def _filter_rows(so, count, pitch):
-    """``R`` (``-R``) if the taps come in rows of R = 3, 5 or 7 reading consecutive ascending
-    (descending) positions: whole filter rows with dilation 1. Else 0."""
+    """``R`` (``-R``) if the taps come in rows of R = 3, 5 or 7 (``_SEVEN_TAP_ROWS``) reading
+    consecutive ascending (descending) positions: whole filter rows with dilation 1. Else 0."""
     d = so[1] - so[0] if count >= 2 else 0
     if d != pitch and d != -pitch:
         return 0
-    for size in (3, 5, 7):
+    for size in (3, 5, 7) if _SEVEN_TAP_ROWS else (3, 5):
         if count % size != 0:
             continue
         rows = True
