@@ -139,3 +139,26 @@ def test_seven_tap_filter_rows(w, c, mult):
     dx = np.empty((n, h, w, c), np.float32)
     fast.backprop_input(dy, f, dx, 1, 1, 1, 1, pad, pad)
     np.testing.assert_array_equal(bits(dx), bits(emulate_stride1_adjoint(dy, f, h, w, (pad, pad))))
+
+
+def test_prefetched_staged_x_rows(on_each_thread_count):
+    """An x of 16 MiB with rows of 64 channels (wider than ``_IN_PLACE_ROW_BYTES``), 5x5: rows staged
+    with zero margins, the x row the next output row stages requested a share per block
+    of ``_taps_rows`` (``_PREFETCH_STAGED_BYTES``), y of 16 MiB streamed from the registers. Bit
+    for bit the documented order, on 1 and 2 threads."""
+    rng = np.random.default_rng(25)
+    n, h, w, c, k = 1, 256, 256, 64, 5
+    x = random_values(rng, (n, h, w, c), np.float32)
+    f = random_values(rng, (k, k, c, 1), np.float32)
+    assert x.nbytes >= plan._PREFETCH_STAGED_BYTES and x.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+    expected = emulate_stride1_forward(x, f, h, w, (1, 1), (2, 2))
+    size = x.size
+
+    def run():
+        buffer = np.empty(size + 16, np.float32)
+        shift = (-buffer.ctypes.data) % 64 // 4  # y on 64-byte lines: streamed
+        y = buffer[shift:shift + size].reshape(n, h, w, c)
+        fast.conv_forward(x, f, y, 1, 1, 1, 1, 2, 2)
+        return y
+    for y in on_each_thread_count(run):
+        np.testing.assert_array_equal(bits(y), bits(expected))
