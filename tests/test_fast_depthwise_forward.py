@@ -41,31 +41,32 @@ def _margins_run(monkeypatch):
     return margins
 
 
-@pytest.mark.parametrize("dtype, layout", [(np.dtype(np.float32), "NHWC"), (np.dtype(np.float16), "NHWC"),
-                                           (np.dtype(np.float32), "strided")])
+@pytest.mark.parametrize("dtype, layout, mult", [(np.dtype(np.float32), "NHWC", 1), (np.dtype(np.float16), "NHWC", 1),
+                                                 (np.dtype(np.float32), "strided", 1),
+                                                 (np.dtype(np.float32), "NHWC", 2)])
 @pytest.mark.parametrize("k, dil, pad, w", [(3, 1, (1, 1), 14), (5, 1, (2, 2), 13), (3, 2, (2, 2), 12),
                                             (3, 1, (0, 2), 11), (3, 1, (2, 0), 11), (4, 1, (1, 2), 10),
                                             (7, 1, (3, 3), 16), (3, 1, (3, 3), 9)])
-def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, k, dil, pad, w):
-    """Stride-1 forward over x rows of 48 channels (wider than ``_IN_PLACE_ROW_BYTES``; float32,
-    float16, or strided) staged with zero margins of the padding on each side (one side only
-    for asymmetric padding), so each row is one segment of taps (``_forward_margins``): bit for
-    bit the documented order (float16 summed in float32, rounded once). Padding of 3 on a 3x3
-    filter, beyond its reach, has none. One job per image here (``_rows_per_job``), since jobs
-    shorter than the filter read rows in place: with the real jobs of this small batch, in
-    place, the same bits."""
+def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, mult, k, dil, pad, w):
+    """Stride-1 forward over x rows of C*M = 48 (wider than ``_IN_PLACE_ROW_BYTES``; float32,
+    float16, strided, or 24 channels each repeated for M = 2) staged with zero margins of the
+    padding on each side (one side only for asymmetric padding), so each row is one segment of
+    taps (``_forward_margins``): bit for bit the documented order (float16 summed in float32,
+    rounded once). Padding of 3 on a 3x3 filter, beyond its reach, has none. One job per image
+    here (``_rows_per_job``), since jobs shorter than the filter read rows in place (or, M = 2,
+    staged without margins): with the real jobs of this small batch, the same bits."""
     rng = np.random.default_rng(w * k)
-    n, h, c = 2, 8, 48
+    n, h, c = 2, 8, 48 // mult
     reach = (k - 1) * dil
     ow = out_size(w, k, 1, dil, *pad)
     x = random_values(rng, (n, h, w, c), dtype)
-    f = random_values(rng, (k, k, c, 1), dtype)
+    f = random_values(rng, (k, k, c, mult), dtype)
     expected = emulate_stride1_forward(x.astype(np.float32), f.astype(np.float32), h, ow, (dil, dil),
                                        (reach // 2, pad[0])).astype(dtype)
     margins = _margins_run(monkeypatch)
     for rows_per_job in (lambda batch, rows: rows, plan._rows_per_job):
         monkeypatch.setattr(fast, "_rows_per_job", rows_per_job)
-        y = np.empty((n, h, ow, c), dtype)
+        y = np.empty((n, h, ow, c * mult), dtype)
         fast.conv_forward(as_layout(x, layout), f, y, 1, 1, dil, dil, reach // 2, pad[0])
         np.testing.assert_array_equal(bits(y), bits(expected))
     assert margins == [pad if max(pad) <= reach else (0, 0), (0, 0)]
