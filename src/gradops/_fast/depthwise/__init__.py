@@ -143,9 +143,11 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     # without edge positions, read from 64-byte lines (see _forward_margins). Narrower rows in the
     # canonical layout are read in place, and so are rows of jobs shorter than the filter, which
     # would stage most of their rows twice (a small batch).
-    wide = (not planar and stride_w == 1 and width * np.dtype(acc).itemsize > _IN_PLACE_ROW_BYTES
-            and rows_per_job >= (fh - 1) * dil_h + 1)
-    margins = _forward_margins(fw, dil_w, pad_left, out_w, in_w) if wide and np.isfinite(wv).all() else (0, 0)
+    stages_wide_rows = (not planar and stride_w == 1 and width * np.dtype(acc).itemsize > _IN_PLACE_ROW_BYTES
+                        and rows_per_job >= (fh - 1) * dil_h + 1)
+    margins = (0, 0)
+    if stages_wide_rows and np.isfinite(wv).all():
+        margins = _forward_margins(fw, dil_w, pad_left, out_w, in_w)
     direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width and margins == (0, 0)
                  and _direct_rows(x_st, in_w, chans, planar))
     direct_out = native and _direct_rows(y_st, out_w, width, planar)

@@ -99,7 +99,9 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                 x_base = x_off + b * x_st[0]
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
-                    ahead = ahead_n = np.int64(0)  # no x row requested yet
+                    # no x row requested yet; typed int64, since literals would compile second copies of
+                    # _fill_plane_blocked and _taps_rows
+                    ahead = ahead_n = np.int64(0)
                     for ky in range(fh):
                         iy = oy * sh - pt + ky * dh
                         if iy < 0 or iy >= in_h:
