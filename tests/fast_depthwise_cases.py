@@ -171,3 +171,19 @@ def emulate_stride1_adjoint(dy, f, h, w, pad):
     for m in range(1, mult):
         total = total + sums[m]
     return total
+
+
+def emulate_stride1_forward(x, f, oh, ow, dil, pad):
+    """Forward with stride 1 in the fast backend's documented order, bit for bit: ``acc + x * weight``
+    (two roundings) over taps (ky, kx) ascending from +0. Taps in the padding add x = 0 products,
+    which leave a sum from +0 unchanged."""
+    fh, fw, c, mult = f.shape
+    n, h, w, _ = x.shape
+    top, left = pad
+    padded = np.zeros((n, top + oh + (fh - 1) * dil[0] + h, left + ow + (fw - 1) * dil[1] + w, c * mult), x.dtype)
+    padded[:, top:top + h, left:left + w] = np.repeat(x, mult, axis=-1)  # channel c*M + m reads x channel c
+    total = np.zeros((n, oh, ow, c * mult), x.dtype)
+    for ky, kx in itertools.product(range(fh), range(fw)):
+        y0, x0 = ky * dil[0], kx * dil[1]  # y (oy, ox) reads padded (oy + ky*dh, ox + kx*dw)
+        total = total + padded[:, y0:y0 + oh, x0:x0 + ow] * f[ky, kx].reshape(-1)
+    return total

@@ -109,16 +109,22 @@ def _depthwise_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], 
     if op == "depthwise_conv2d_native_backprop_filter" and layout == "NHWC":
         # Rows of 16 positions or more keep the filter's lanes in registers, in a kernel of their
         # own (_backprop_filter_kernel_for in _fast/depthwise/filter.py).
-        wide = _array((n, h, 16, c), dtype, 8)
-        yield lambda: function(wide, filt.shape, wide, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+        rows16 = _array((n, h, 16, c), dtype, 8)
+        yield lambda: function(rows16, filt.shape, rows16, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
                                backend="fast")
-    if op == "depthwise_conv2d_native_backprop_input" and layout == "NHWC":
-        # A dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a kernel
-        # of its own (_backprop_input_kernel_for in _fast/depthwise/kernels.py).
+    if op in ("depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input") and layout == "NHWC":
+        # A y or dx of 8 MiB or more on 64-byte lines is written with non-temporal stores, by a
+        # kernel of its own (_forward_kernel_for, _backprop_input_kernel_for in
+        # _fast/depthwise/kernels.py).
         large = (1, 256, 256, 64)
-        dy = _array(large, dtype, 7)
-        yield lambda: function(large, filt[:, :, :1].repeat(64, axis=2), dy, strides=(1, 1, 1, 1), padding="SAME",
-                               data_format="NHWC", backend="fast")
+        wide = filt[:, :, :1].repeat(64, axis=2)
+        source = _array(large, dtype, 7)
+        if op == "depthwise_conv2d_native":
+            yield lambda: function(source, wide, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+                                   backend="fast")
+        else:
+            yield lambda: function(large, wide, source, strides=(1, 1, 1, 1), padding="SAME", data_format="NHWC",
+                                   backend="fast")
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,9 @@ from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _filter_chunks,
-                   _filter_group_rows, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines, _pitch,
-                   _planar_block_rows, _rows_per_job, _streams_rows, _tap_shifts, _weights, _zero_margins)
+                   _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows,
+                   _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows, _tap_shifts, _weights,
+                   _zero_margins)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -137,10 +138,25 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     y_buf, y_off, y_st = _kernel_view(out, False)
     planar = _is_planar(x_st[2], x_st[3], in_w, chans)
     pitch = _pitch(width, acc, planar)
-    direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width
+    wv = _weights(filt, acc, pitch)
+    rows_per_job = _rows_per_job(batch, out_h)
+    # Channels-last stride-1 rows wider than _IN_PLACE_ROW_BYTES are staged with zero margins
+    # (finite weights, margins within the filter's reach): each row is then one segment of taps,
+    # without edge positions, read from 64-byte lines (see _forward_margins). Narrower rows in the
+    # canonical layout are read in place, and so are rows of jobs shorter than the filter, which
+    # would stage most of their rows twice (a small batch).
+    stages_wide_rows = (not planar and stride_w == 1 and width * np.dtype(acc).itemsize > _IN_PLACE_ROW_BYTES
+                        and rows_per_job >= (fh - 1) * dil_h + 1)
+    margins = (0, 0)
+    if stages_wide_rows and np.isfinite(wv).all():
+        margins = _forward_margins(fw, dil_w, pad_left, out_w, in_w)
+    direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width and margins == (0, 0)
                  and _direct_rows(x_st, in_w, chans, planar))
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
-    wv = _weights(filt, acc, pitch)
+    # A y beyond the cache whose positions start on 64-byte lines is written with non-temporal
+    # stores straight from the registers, as backprop input writes dx (docs/performance.md)
+    stream_in_place = (direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+                       and _on_lines(y_buf, y_off, y_st, width))
     if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
         shift_y, shift_x = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
         _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width, mult),
@@ -148,11 +164,10 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left, pitch)
-    rows_per_job = _rows_per_job(batch, out_h)
-    share(_forward_kernel_for(planar), batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes, x_buf, x_off, x_st,
-          x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
+    share(_forward_kernel_for((planar, stream_in_place)), batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes,
+          x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
           y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
-          rows_per_job)
+          rows_per_job, *margins)
 
 
 @_entry_point("input")

@@ -26,7 +26,7 @@ from numba import njit
 from .. import simd
 from ..pool import begin, claim, end, finish
 from .codecs import _load_run, _store_run
-from .plan import _PREFETCH_STAGED_BYTES
+from .plan import _LINE, _PREFETCH_STAGED_BYTES
 from .planes import _fill_plane_blocked, _fill_plane_scaled
 from .staging import _column_taps, _stage_channels_last, _stage_planar
 from .taps import _scaled1, _scaled4
@@ -34,25 +34,42 @@ from .writers import _store_dx_row, _stream_row
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_kernel_for(planar_path: bool):
-    """``_forward_kernel`` for planar (NCHW) or channels-last rows: numba prunes the branches of
-    the other layout before typing them, so a call compiles only its layout's row code (issue 23,
-    cold start). ``planar_path`` is the kernel's ``planar`` argument."""
+def _forward_kernel_for(path: tuple[bool, bool]):
+    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place): numba prunes
+    the branches a flag rules out before typing them, so a call compiles only its layout's row
+    code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y streamed in
+    place (beyond the cache), with False otherwise, never both (issue 23, cold start)."""
+    planar_path, stream_in_place_path = path
+    plain_stores_path = not (planar_path or stream_in_place_path)
 
     @njit(cache=True, nogil=True)
     def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
-                        y_direct, direct_out, geo, planar, kind, rows_per_job):
+                        y_direct, direct_out, geo, planar, kind, rows_per_job, margin_l, margin_r):
+        """``stream_in_place_path`` (channels-last, ``direct_out``, every y position on a 64-byte line):
+        y is written with non-temporal stores straight from the registers, which skips the read
+        for ownership of its lines, so the stores drain while the next blocks compute.
+        ``margin_l`` / ``margin_r`` (stride 1, staged channels-last rows, finite weights; see
+        ``_forward_margins``): zero positions on each side of every staged x row, so that every tap
+        of a row reaches every y column and the row is one segment, without edges. Staged rows
+        start on 64-byte lines (numba allocates on 32 bytes), so that no vector load of theirs
+        spans two lines."""
         n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
         fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
                                                  geo[15])
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
-        row_len = (pitch if not planar else chans) * sw * plane_len
+        line = _LINE // wv.itemsize
+        row_len = ((pitch if not planar else chans) * (margin_l + sw * plane_len + margin_r) + line - 1) // line * line
         # distinct x rows one output row reads, and never more than x has (a dilation may exceed it)
         ring_rows = min((fh - 1) * dh + 1, in_h)
         jobs_per_image = (out_h + rows_per_job - 1) // rows_per_job
         acc_k = y_st[3] if direct_out else out_w  # planar: distance between the k planes of a row
         columns = _column_taps(fw, dw, pl, sw, out_w, in_w)
+        # Staged channels-last rows of one run from beyond the caches: while an output row is summed,
+        # the x row the next one stages is requested (_PREFETCH_STAGED_BYTES), so that staging it
+        # does not wait on memory.
+        prefetch_staged = not direct_in and not planar and x_st[3] == 1 and x_st[2] == chans \
+            and x.size * x.itemsize >= _PREFETCH_STAGED_BYTES
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
@@ -64,8 +81,13 @@ def _forward_kernel_for(planar_path: bool):
                 b = job // jobs_per_image
                 oy0 = (job - b * jobs_per_image) * rows_per_job
                 oy1 = min(out_h, oy0 + rows_per_job)
-                ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+                ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
+                ring0 = 0 if direct_in else (-ring.ctypes.data) % _LINE // wv.itemsize  # first row on a line
                 tags = np.full(ring_rows, -1, np.int64)
+                for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
+                    start = ring0 + slot * row_len
+                    ring[start:start + margin_l * pitch] = 0
+                    ring[start + (margin_l + in_w) * pitch:start + (margin_l + in_w + margin_r) * pitch] = 0
                 src = x_direct if direct_in else ring
                 acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
                 so = np.empty(fh * fw, np.int64)
@@ -77,6 +99,9 @@ def _forward_kernel_for(planar_path: bool):
                 x_base = x_off + b * x_st[0]
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
+                    # no x row requested yet; typed int64, since literals would compile second copies of
+                    # _fill_plane_blocked and _taps_rows
+                    ahead = ahead_n = np.int64(0)
                     for ky in range(fh):
                         iy = oy * sh - pt + ky * dh
                         if iy < 0 or iy >= in_h:
@@ -85,7 +110,7 @@ def _forward_kernel_for(planar_path: bool):
                             row = x_base + iy * x_st[1]
                         else:
                             slot = iy % ring_rows
-                            row = slot * row_len
+                            row = ring0 + slot * row_len + margin_l * pitch
                             if tags[slot] != iy:
                                 tags[slot] = iy
                                 if planar_path:
@@ -94,11 +119,18 @@ def _forward_kernel_for(planar_path: bool):
                                 else:
                                     _stage_channels_last(x, x_base + iy * x_st[1], x_st[2], x_st[3], in_w, chans, mult,
                                                          sw, plane_len, pitch, ring, row, kind)
+                                    after = (oy + 1) * sh - pt + (fh - 1) * dh  # the next output row's last x row
+                                    if prefetch_staged and oy + 1 < out_h and 0 <= after < in_h:
+                                        ahead, ahead_n = x_base + after * x_st[1], in_w * chans
                         for kx in range(fw):
                             ox_lo, ox_hi, r, q_shift = columns[kx, 0], columns[kx, 1], columns[kx, 2], columns[kx, 3]
                             if ox_hi <= ox_lo:
                                 continue
-                            lo[nt], hi[nt], tap[nt] = ox_lo, ox_hi, ky * fw + kx
+                            if margin_l + margin_r:  # stride 1: every column, margins included
+                                lo[nt], hi[nt] = 0, out_w
+                            else:
+                                lo[nt], hi[nt] = ox_lo, ox_hi
+                            tap[nt] = ky * fw + kx
                             if planar_path:  # x index of (c, ox): so + c*channel_stride + ox
                                 # (rows read in place have unit position stride and r = 0: stride 1; with
                                 # one position its stride is arbitrary, and only q = 0 is read)
@@ -115,10 +147,12 @@ def _forward_kernel_for(planar_path: bool):
                                 weight[t] = wv[tap[t] * pitch + k]
                             _fill_plane_scaled(acc, acc_row + k * acc_k, out_w, src, so, (k // mult) * channel_stride,
                                                weight, lo, hi, nt, scratch)
-                    else:  # no run requested: typed int64, since literals would compile second copies of
-                        # _fill_plane_blocked and _taps_rows
+                    elif stream_in_place_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, False, x, np.int64(0), np.int64(0))
+                                            scratch, direct_in, True, x, ahead, ahead_n)
+                    elif plain_stores_path:
+                        _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
+                                            scratch, direct_in, False, x, ahead, ahead_n)
                     if direct_out:
                         continue
                     if planar_path:
@@ -129,6 +163,8 @@ def _forward_kernel_for(planar_path: bool):
                     else:
                         for ox in range(out_w):
                             _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
+            if stream_in_place_path:
+                simd.store_fence()  # the rows are visible before the chunk is reported done
             finish(counters)
 
     return _forward_kernel

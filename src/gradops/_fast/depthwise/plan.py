@@ -6,7 +6,8 @@ the order of the sums).
 * Layout: ``planar`` rows (``[k][position]``, when W is the unit-stride axis, e.g. NCHW) or
   ``channels-last`` rows (``[position][k]``), positions ``pitch`` apart (``_pitch``).
 * Rows read in place ("direct", when they already are float rows of the canonical layout,
-  ``_direct_rows``) or staged, with zero margins for stride-1 backprop rows (``_zero_margins``).
+  ``_direct_rows``) or staged, with zero margins for wide stride-1 rows (``_zero_margins``,
+  ``_forward_margins``).
 * A dx beyond the cache written with non-temporal stores: straight from the registers when its
   positions start on 64-byte lines (``_on_lines``), else from a row buffer (``_streams_rows``).
 * The weight table (``_weights``), the jobs (``_rows_per_job``, ``_planar_block_rows``), and
@@ -49,18 +50,19 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (the others were read for the previous output row).
 _PREFETCH_AHEAD_BYTES = 8192
-# Backprop input requests the next staged dy row from a dy at least this large (smaller ones are
-# mostly in the caches) while the current output row is summed, in equal shares over the blocks
-# of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of ``_taps9_rows`` (the
-# CPU does not keep one burst of line prefetches in flight), else at once.
+# Forward and backprop input request the next staged x / dy row from a source at least this large
+# (smaller ones are mostly in the caches) while the current output row is summed, in equal shares
+# over the blocks of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of
+# ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
 _WEIGHTS_IN_REGISTERS_BYTES = 256
-# Backprop input reads stride-1 dy rows in place only up to this many bytes per position (one pair
-# of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows are staged with zero
-# margins, which makes each row one segment. Strided rows stay in place (staging did not pay).
+# Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
+# position (one pair of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows
+# are staged with zero margins, which makes each row one segment. Backprop's strided dy rows stay
+# in place (staging did not pay).
 _IN_PLACE_ROW_BYTES = 128
 # Backprop filter: a group of channels-last rows read in place is summed with one pass of the
 # lanes through registers (``lanes._lane_rows``), as long as the group's lines of one vector of
@@ -121,9 +123,14 @@ def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) 
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
-    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``."""
+    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``. The table
+    starts on a 64-byte line (NumPy allocates on 16 bytes), so that with a pitch of whole lines no
+    vector load of the row kernels spans two lines."""
     fh, fw, chans, mult = filt.shape
-    table = np.zeros((fh * fw, pitch), acc)
+    size = np.dtype(acc).itemsize
+    raw = np.zeros(fh * fw * pitch + _LINE // size, acc)
+    start = (-raw.ctypes.data) % _LINE // size
+    table = raw[start:start + fh * fw * pitch].reshape(fh * fw, pitch)
     table[:, :chans * mult] = filt.reshape(fh * fw, chans * mult)
     return table.reshape(-1)
 
@@ -186,6 +193,17 @@ def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> 
     (out_w = in_w + pad_left + pad_right - reach)."""
     reach = (fw - 1) * dil_w
     return max(0, reach - pad_left), max(0, in_w + pad_left - out_w)
+
+
+def _forward_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:
+    """Zero x positions to stage left and right of each row for the stride-1 forward, where y
+    column ox reads x column ox - pad_left + kx*dil_w: with them every tap reaches every y column
+    (exact for finite weights, as in ``_zero_margins``). The padding on each side, or (0, 0) when
+    either exceeds the filter's reach (fw - 1)*dil_w: a row buffer that grows with the padding,
+    not the filter, would hold mostly zeros."""
+    reach = (fw - 1) * dil_w
+    margins = pad_left, max(0, out_w - 1 - pad_left + reach - (in_w - 1))
+    return margins if max(margins) <= reach else (0, 0)
 
 
 class Geometry(NamedTuple):

@@ -2,8 +2,9 @@
 the columns they reach, and the row splits into segments of columns reached by the same taps;
 each segment goes to the fastest tap path that fits it (``rows.py``, then ``taps.py`` for the
 rest). Taps in the padding are skipped: they are never multiplied by 0, except in the staged
-stride-1 backprop rows with zero margins and in the planar stride-1 blocks, where that is exact
-(``plan._zero_margins``, ``kernels._planar_blocks_kernel``).
+stride-1 rows with zero margins (backprop input's dy, the forward's wide x rows) and in the
+planar stride-1 blocks, where that is exact (``plan._zero_margins``, ``plan._forward_margins``,
+``kernels._planar_blocks_kernel``).
 
 A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so x-space
 rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...); within

@@ -3,8 +3,8 @@ dilation 1 read consecutive positions, so neighbouring outputs share their sourc
 taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
 order as ``taps._taps_blocked``, so the same bits).
 
-* ``_taps_rows``: rows of 3 or 5 taps, 8 positions at a time (``_rows3_8x1``, ``_rows5_8x1``),
-  then 4 (``_rows3_4x1``); 7 at a time for rows of 7k positions.
+* ``_taps_rows``: rows of 3, 5 or 7 taps, 8 positions at a time (``_rows3_8x1``, ``_rows5_8x1``,
+  ``_rows7_8x1``), then 4 (``_rows3_4x1``); 3-tap rows 7 at a time for rows of 7k positions.
 * ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
   ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
   and go 2 positions at a time; ``_taps9_rows`` does the same for whole filter rows, each row's 4
@@ -21,9 +21,14 @@ from __future__ import annotations
 from numba import njit
 
 from .. import row_njit, simd
+from ..target import codegen_target
 from .codecs import _put
 from .plan import _LINE, _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
 from .taps import _channel_tail
+
+# Rows of 7 taps go through ``_rows7_8x1`` where its 8 sums, 7 weights and 14 source vectors fit
+# the 32 vector registers of AVX-512; with AVX2's 16 they spill, and tap by tap was faster.
+_SEVEN_TAP_ROWS = codegen_target().avx512
 
 
 @njit(inline="always")
@@ -154,13 +159,65 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
 
 
 @njit(inline="always")
+def _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, w):
+    """One tap of 8 positions: ``b[i] + v_i * w`` for the 8 sums ``b``. A block's taps go one after
+    another over all 8 sums, in tap order (not one sum's taps after another, which waits on the
+    latency of each addition), so each sum still adds its taps in order."""
+    return (simd.muladd(b[0], v0, w), simd.muladd(b[1], v1, w), simd.muladd(b[2], v2, w), simd.muladd(b[3], v3, w),
+            simd.muladd(b[4], v4, w), simd.muladd(b[5], v5, w), simd.muladd(b[6], v6, w), simd.muladd(b[7], v7, w))
+
+
+@njit(inline="always")
+def _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
+    """``_rows3_8x1`` for filter rows of 7 taps: 14 source vectors serve 56 products (a 7x7 filter
+    tap by tap loads one source vector per product), each loaded just before the first tap that
+    reads it (``_tap8``), so that at most 8 are live beside the 8 sums."""
+    zero = simd.zeros(acc)
+    b = (zero, zero, zero, zero, zero, zero, zero, zero)
+    for t in range(0, count, 7):
+        p = low[t // 7] + j
+        w = taps[t:t + 7]
+        if ascending:  # tap i of the row reads position + i
+            v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
+            b = _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, simd.load(wt, w[0] + j))
+            v8 = simd.load(src, p + 8 * pitch)
+            b = _tap8(b, v1, v2, v3, v4, v5, v6, v7, v8, simd.load(wt, w[1] + j))
+            v9 = simd.load(src, p + 9 * pitch)
+            b = _tap8(b, v2, v3, v4, v5, v6, v7, v8, v9, simd.load(wt, w[2] + j))
+            v10 = simd.load(src, p + 10 * pitch)
+            b = _tap8(b, v3, v4, v5, v6, v7, v8, v9, v10, simd.load(wt, w[3] + j))
+            v11 = simd.load(src, p + 11 * pitch)
+            b = _tap8(b, v4, v5, v6, v7, v8, v9, v10, v11, simd.load(wt, w[4] + j))
+            v12 = simd.load(src, p + 12 * pitch)
+            b = _tap8(b, v5, v6, v7, v8, v9, v10, v11, v12, simd.load(wt, w[5] + j))
+            v13 = simd.load(src, p + 13 * pitch)
+            b = _tap8(b, v6, v7, v8, v9, v10, v11, v12, v13, simd.load(wt, w[6] + j))
+        else:  # tap i reads position + 6 - i (the adjoint walks the filter row backwards)
+            v6, v7, v8, v9, v10, v11, v12, v13 = _load8(src, p + 6 * pitch, pitch)
+            b = _tap8(b, v6, v7, v8, v9, v10, v11, v12, v13, simd.load(wt, w[0] + j))
+            v5 = simd.load(src, p + 5 * pitch)
+            b = _tap8(b, v5, v6, v7, v8, v9, v10, v11, v12, simd.load(wt, w[1] + j))
+            v4 = simd.load(src, p + 4 * pitch)
+            b = _tap8(b, v4, v5, v6, v7, v8, v9, v10, v11, simd.load(wt, w[2] + j))
+            v3 = simd.load(src, p + 3 * pitch)
+            b = _tap8(b, v3, v4, v5, v6, v7, v8, v9, v10, simd.load(wt, w[3] + j))
+            v2 = simd.load(src, p + 2 * pitch)
+            b = _tap8(b, v2, v3, v4, v5, v6, v7, v8, v9, simd.load(wt, w[4] + j))
+            v1 = simd.load(src, p + pitch)
+            b = _tap8(b, v1, v2, v3, v4, v5, v6, v7, v8, simd.load(wt, w[5] + j))
+            v0 = simd.load(src, p)
+            b = _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, simd.load(wt, w[6] + j))
+    _store8(acc, a + j, step, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], stream, 8)
+
+
+@njit(inline="always")
 def _filter_rows(so, count, pitch):
-    """``R`` (``-R``) if the taps come in rows of R = 3 or 5 reading consecutive ascending
-    (descending) positions: whole filter rows with dilation 1. Else 0."""
+    """``R`` (``-R``) if the taps come in rows of R = 3, 5 or 7 (``_SEVEN_TAP_ROWS``) reading
+    consecutive ascending (descending) positions: whole filter rows with dilation 1. Else 0."""
     d = so[1] - so[0] if count >= 2 else 0
     if d != pitch and d != -pitch:
         return 0
-    for size in (3, 5):
+    for size in (3, 5, 7) if _SEVEN_TAP_ROWS else (3, 5):
         if count % size != 0:
             continue
         rows = True
@@ -218,8 +275,8 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
                 for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
                     simd.prefetch(src, e)
         j = 0
-        # four call sites, each with a constant direction: a direction tested inside the tap loop
-        # keeps both variants' registers live and spills them
+        # one call site per (row size, direction), each direction a constant: a direction tested inside
+        # the tap loop keeps both variants' registers live and spills them
         while j + lanes <= width:
             simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
             requested += share
@@ -234,8 +291,12 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
                 _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 8)
             elif rows == 5:
                 _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
-            else:
+            elif rows == -5:
                 _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
+            elif rows == 7:
+                _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
+            else:
+                _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
             j += lanes
         _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
     if overlap:

@@ -1,0 +1,165 @@
+"""How the fast depthwise forward kernel reads x, writes y and sums long filter rows (SPEC 5.4):
+wide x rows staged with zero margins, y beyond the cache streamed from the registers with
+non-temporal stores, filter rows of 7 taps sharing their source vectors; bit for bit the
+documented summation order (``emulate_stride1_forward``, ``emulate_stride1_adjoint``) and
+against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradops._fast import depthwise as fast
+from gradops._fast import simd
+from gradops._fast.depthwise import kernels, plan
+
+from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
+                                  emulate_stride1_forward, out_size, random_values)
+
+
+def _kernels_run(monkeypatch):
+    """The kernels ``fast.share`` runs from now on, in call order (each still runs)."""
+    ran = []
+    share = fast.share
+
+    def spy(kernel, *args):
+        ran.append(kernel)
+        share(kernel, *args)
+    monkeypatch.setattr(fast, "share", spy)
+    return ran
+
+
+def _margins_run(monkeypatch):
+    """The (left, right) zero margins of each forward call from now on (each still runs)."""
+    margins = []
+    share = fast.share
+
+    def spy(kernel, *args):
+        margins.append(args[-2:])
+        share(kernel, *args)
+    monkeypatch.setattr(fast, "share", spy)
+    return margins
+
+
+@pytest.mark.parametrize("dtype, layout, mult", [(np.dtype(np.float32), "NHWC", 1), (np.dtype(np.float16), "NHWC", 1),
+                                                 (np.dtype(np.float32), "strided", 1),
+                                                 (np.dtype(np.float32), "NHWC", 2)])
+@pytest.mark.parametrize("k, dil, pad, w", [(3, 1, (1, 1), 14), (5, 1, (2, 2), 13), (3, 2, (2, 2), 12),
+                                            (3, 1, (0, 2), 11), (3, 1, (2, 0), 11), (4, 1, (1, 2), 10),
+                                            (7, 1, (3, 3), 16), (3, 1, (3, 3), 9)])
+def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, mult, k, dil, pad, w):
+    """Stride-1 forward over x rows of C*M = 48 (wider than ``_IN_PLACE_ROW_BYTES``; float32,
+    float16, strided, or 24 channels each repeated for M = 2) staged with zero margins of the
+    padding on each side (one side only for asymmetric padding), so each row is one segment of
+    taps (``_forward_margins``): bit for bit the documented order (float16 summed in float32,
+    rounded once). Padding of 3 on a 3x3 filter, beyond its reach, has none. One job per image
+    here (``_rows_per_job``), since jobs shorter than the filter read rows in place (or, M = 2,
+    staged without margins): with the real jobs of this small batch, the same bits."""
+    rng = np.random.default_rng(w * k)
+    n, h, c = 2, 8, 48 // mult
+    reach = (k - 1) * dil
+    ow = out_size(w, k, 1, dil, *pad)
+    x = random_values(rng, (n, h, w, c), dtype)
+    f = random_values(rng, (k, k, c, mult), dtype)
+    expected = emulate_stride1_forward(x.astype(np.float32), f.astype(np.float32), h, ow, (dil, dil),
+                                       (reach // 2, pad[0])).astype(dtype)
+    margins = _margins_run(monkeypatch)
+    for rows_per_job in (lambda batch, rows: rows, plan._rows_per_job):
+        monkeypatch.setattr(fast, "_rows_per_job", rows_per_job)
+        y = np.empty((n, h, ow, c * mult), dtype)
+        fast.conv_forward(as_layout(x, layout), f, y, 1, 1, dil, dil, reach // 2, pad[0])
+        np.testing.assert_array_equal(bits(y), bits(expected))
+    assert margins == [pad if max(pad) <= reach else (0, 0), (0, 0)]
+
+
+def test_non_finite_weights_read_rows_in_place(monkeypatch):
+    """An infinite weight turns a tap reaching a zero margin into NaN (0 * inf), so its rows are
+    read in place instead: the corner tap skipped at column 0, +inf everywhere else in that
+    channel, as brute force has it."""
+    rng = np.random.default_rng(24)
+    x = np.abs(random_values(rng, (1, 8, 10, 48), np.float32)) + 1
+    f = random_values(rng, (3, 3, 48, 1), np.float32)
+    f[0, 0, 0, 0] = np.inf
+    monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
+    margins = _margins_run(monkeypatch)
+    y = np.empty((1, 8, 10, 48), np.float32)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
+    assert margins == [(0, 0)]
+    exact = brute_forward(x, f, 8, 10, (1, 1), (1, 1), (1, 1))
+    assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
+    assert np.isinf(y[0, 1:, 1:, 0]).all() and np.isfinite(y[0, :, 0, 0]).all()
+
+
+@pytest.mark.parametrize("k, c, w", [(3, 48, 20), (3, 16, 13), (5, 48, 13), (7, 16, 21), (7, 48, 21)])
+def test_streamed_y_rows(monkeypatch, k, c, w):
+    """A y beyond the cache (threshold lowered here, so that a small y streams) whose positions
+    start on 64-byte lines is written with non-temporal stores straight from the registers, by a
+    kernel of its own (``_forward_kernel_for((False, True))``): filter rows of 3, 5 and 7 taps in
+    blocks of 8 positions (the last block overlapping the one before), over x rows staged with
+    zero margins (C = 48; one job per image) or read in place (C = 16: the edge positions tap
+    by tap, 9 taps with the weights in registers). A y off the lines, or below the threshold,
+    takes plain stores. Bit for bit the documented order every way, nothing around the view
+    written."""
+    rng = np.random.default_rng(k * c + w)
+    n, h, pad = 2, 5, k // 2
+    x = random_values(rng, (n, h, w, c), np.float32)
+    f = random_values(rng, (k, k, c, 1), np.float32)
+    expected = emulate_stride1_forward(x, f, h, w, (1, 1), (pad, pad))
+    check(expected, brute_forward(x, f, h, w, (1, 1), (1, 1), (pad, pad)),
+          brute_forward(np.abs(x), np.abs(f), h, w, (1, 1), (1, 1), (pad, pad)), k * k, np.dtype(np.float32))
+    monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
+    ran = _kernels_run(monkeypatch)
+    size = n * h * w * c
+    for shift, threshold, streamed in ((None, 0, True), (3, 0, False), (None, 1 << 62, False)):
+        monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
+        buffer = np.full(size + 32, 7.0, np.float32)
+        if shift is None:  # the first element on a 64-byte line
+            shift = (-buffer.ctypes.data) % 64 // 4
+        y = buffer[shift:shift + size].reshape(n, h, w, c)
+        fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
+        assert ran[-1] is kernels._forward_kernel_for((False, streamed))
+        np.testing.assert_array_equal(bits(y), bits(expected))
+        assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+
+
+@pytest.mark.parametrize("w, c, mult", [(21, 16, 1), (13, 20, 2), (30, 32, 1)])
+def test_seven_tap_filter_rows(w, c, mult):
+    """7x7 filters of dilation 1 go row by row through ``_rows7_8x1`` (8 positions x 14 source
+    vectors per filter row), forward and adjoint (taps walking the row backwards): forward
+    interiors of 15 positions (a block of 8 and one overlapping it), of 24 (three blocks) and of
+    7 (tap by tap), C*M = 40 with a masked channel tail; the adjoint's staged rows of 13 (one
+    segment with zero margins). Bit for bit the documented order."""
+    rng = np.random.default_rng(w * c)
+    n, h, k, pad = 1, 9, 7, 3
+    x = random_values(rng, (n, h, w, c), np.float32)
+    f = random_values(rng, (k, k, c, mult), np.float32)
+    y = np.empty((n, h, w, c * mult), np.float32)
+    fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
+    np.testing.assert_array_equal(bits(y), bits(emulate_stride1_forward(x, f, h, w, (1, 1), (pad, pad))))
+    dy = random_values(rng, (n, h, w, c * mult), np.float32)
+    dx = np.empty((n, h, w, c), np.float32)
+    fast.backprop_input(dy, f, dx, 1, 1, 1, 1, pad, pad)
+    np.testing.assert_array_equal(bits(dx), bits(emulate_stride1_adjoint(dy, f, h, w, (pad, pad))))
+
+
+def test_prefetched_staged_x_rows(on_each_thread_count):
+    """An x of 16 MiB with rows of 64 channels (wider than ``_IN_PLACE_ROW_BYTES``), 5x5: rows staged
+    with zero margins, the x row the next output row stages requested a share per block
+    of ``_taps_rows`` (``_PREFETCH_STAGED_BYTES``), y of 16 MiB streamed from the registers. Bit
+    for bit the documented order, on 1 and 2 threads."""
+    rng = np.random.default_rng(25)
+    n, h, w, c, k = 1, 256, 256, 64, 5
+    x = random_values(rng, (n, h, w, c), np.float32)
+    f = random_values(rng, (k, k, c, 1), np.float32)
+    assert x.nbytes >= plan._PREFETCH_STAGED_BYTES and x.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+    expected = emulate_stride1_forward(x, f, h, w, (1, 1), (2, 2))
+    size = x.size
+
+    def run():
+        buffer = np.empty(size + 16, np.float32)
+        shift = (-buffer.ctypes.data) % 64 // 4  # y on 64-byte lines: streamed
+        y = buffer[shift:shift + size].reshape(n, h, w, c)
+        fast.conv_forward(x, f, y, 1, 1, 1, 1, 2, 2)
+        return y
+    for y in on_each_thread_count(run):
+        np.testing.assert_array_equal(bits(y), bits(expected))
