@@ -121,8 +121,9 @@ def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
 
 
 @njit(inline="always")
-def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
-    """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products."""
+def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions):
+    """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products (11 serve 35
+    for ``positions`` = 7, which may be a run-time value here)."""
     b0 = simd.zeros(acc)
     b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 5):
@@ -131,7 +132,7 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
         v8 = simd.load(src, p + 8 * pitch)
         v9 = simd.load(src, p + 9 * pitch)
         v10 = simd.load(src, p + 10 * pitch)
-        v11 = simd.load(src, p + 11 * pitch)
+        v11 = simd.load(src, p + 11 * pitch) if positions == 8 else v10  # 7: position 11 is not read
         w0 = simd.load(wt, taps[t] + j)
         w1 = simd.load(wt, taps[t + 1] + j)
         w2 = simd.load(wt, taps[t + 2] + j)
@@ -145,7 +146,8 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
             b4 = _run5(b4, v4, v5, v6, v7, v8, w0, w1, w2, w3, w4)
             b5 = _run5(b5, v5, v6, v7, v8, v9, w0, w1, w2, w3, w4)
             b6 = _run5(b6, v6, v7, v8, v9, v10, w0, w1, w2, w3, w4)
-            b7 = _run5(b7, v7, v8, v9, v10, v11, w0, w1, w2, w3, w4)
+            if positions == 8:
+                b7 = _run5(b7, v7, v8, v9, v10, v11, w0, w1, w2, w3, w4)
         else:  # tap i reads position + 4 - i
             b0 = _run5(b0, v4, v3, v2, v1, v0, w0, w1, w2, w3, w4)
             b1 = _run5(b1, v5, v4, v3, v2, v1, w0, w1, w2, w3, w4)
@@ -154,8 +156,9 @@ def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
             b4 = _run5(b4, v8, v7, v6, v5, v4, w0, w1, w2, w3, w4)
             b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
             b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
-            b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, 8)
+            if positions == 8:
+                b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
+    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions)
 
 
 @njit(inline="always")
@@ -244,8 +247,8 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
                ahead, ahead_n):
     """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
     whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
-    Same products, same additions, same order. Rows of 3 taps over 7k positions (7, 14, 21, 28;
-    e.g. 14-position rows with zero margins) go 7 at a time. Otherwise a remainder after the
+    Same products, same additions, same order. Rows of 3 or 5 taps over 7k positions (7, 14, 21,
+    28; e.g. 14-position rows with zero margins, 7x7 layers) go 7 at a time. Otherwise a remainder after the
     blocks of 8 (but 4 positions of 3-tap rows, which take a block of 4) is covered by one more
     block of 8 ending at ``n_pos``, which computes again (and writes again, the same bits) up to
     7 positions (not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights for each position).
@@ -258,7 +261,7 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
     if width < lanes:
         return 0
     size = abs(rows)
-    sevens = size == 3 and n_pos % 7 == 0 and n_pos % 8 != 0
+    sevens = size in (3, 5) and n_pos % 7 == 0 and n_pos % 8 != 0
     positions = 7 if sevens else 8
     blocked = n_pos if sevens else n_pos // 8 * 8
     overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
@@ -289,10 +292,10 @@ def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, row
                 _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 8)
             elif rows == -3:
                 _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 8)
-            elif rows == 5:
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
+            elif rows == 5:  # positions at run time: literal 7 and 8 would compile two more copies
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, positions)
             elif rows == -5:
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
+                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, positions)
             elif rows == 7:
                 _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
             else:
