@@ -53,9 +53,7 @@ def _forward_kernel_for(path: tuple[bool, bool]):
         of a row reaches every y column and the row is one segment, without edges. Staged rows
         start on 64-byte lines (numba allocates on 32 bytes), so that no vector load of theirs
         spans two lines."""
-        n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-        fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
-                                                 geo[15])
+        n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, pitch = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
         line = _LINE // wv.itemsize
@@ -193,9 +191,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
         ``margin_r`` (stride 1, staged rows, finite weights; see ``_zero_margins``): zero positions on
         each side of every staged dy row, so that every tap of a row reaches every dx column and the
         row is one segment, without edges."""
-        n_batch, in_h, in_w, chans, mult, out_h, out_w = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
-        fh, fw, sh, sw, dh, dw, pt, pl, pitch = (geo[7], geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14],
-                                                 geo[15])
+        n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, pitch = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
         row_len = (margin_l + out_w + margin_r) * pitch
