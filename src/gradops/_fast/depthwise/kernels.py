@@ -194,8 +194,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, pitch = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
-        line = _LINE // wv.itemsize
-        row_len = ((margin_l + out_w + margin_r) * pitch + line - 1) // line * line  # rows on lines, as forward's
+        row_len = (margin_l + out_w + margin_r) * pitch
         ring_rows = min(((fh - 1) * dh) // sh + 1, out_h)  # distinct dy rows one dx row reads, at most all
         jobs_per_image = (in_h + rows_per_job - 1) // rows_per_job
         acc_k = dx_st[3] if direct_out else sw * plane_len  # planar: distance between the k planes of a row
@@ -216,13 +215,11 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
                 b = job // jobs_per_image
                 iy0 = (job - b * jobs_per_image) * rows_per_job
                 iy1 = min(in_h, iy0 + rows_per_job)
-                ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
-                ring0 = 0 if direct_in else (-ring.ctypes.data) % _LINE // wv.itemsize  # first row on a line
+                ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
                 tags = np.full(ring_rows, -1, np.int64)
                 for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
-                    start = ring0 + slot * row_len
-                    ring[start:start + margin_l * pitch] = 0
-                    ring[start + (margin_l + out_w) * pitch:start + (margin_l + out_w + margin_r) * pitch] = 0
+                    ring[slot * row_len:slot * row_len + margin_l * pitch] = 0
+                    ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
                 src = dy_direct if direct_in else ring
                 if stream_rows:
                     acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
@@ -255,7 +252,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
                                 row = dy_base + oy * dy_st[1]
                             else:
                                 slot = oy % ring_rows
-                                row = ring0 + slot * row_len + margin_l * pitch
+                                row = slot * row_len + margin_l * pitch
                                 if tags[slot] != oy:
                                     tags[slot] = oy
                                     if planar_path:
