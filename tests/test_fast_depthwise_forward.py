@@ -17,28 +17,17 @@ from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate
                                   emulate_stride1_forward, out_size, random_values)
 
 
-def _kernels_run(monkeypatch):
-    """The kernels ``fast.share`` runs from now on, in call order (each still runs)."""
-    ran = []
+def _share_calls(monkeypatch):
+    """``(kernel, arguments)`` of each kernel ``fast.share`` runs from now on, in call order (each
+    still runs); a forward call's last two arguments are its (left, right) zero margins."""
+    calls = []
     share = fast.share
 
     def spy(kernel, *args):
-        ran.append(kernel)
+        calls.append((kernel, args))
         share(kernel, *args)
     monkeypatch.setattr(fast, "share", spy)
-    return ran
-
-
-def _margins_run(monkeypatch):
-    """The (left, right) zero margins of each forward call from now on (each still runs)."""
-    margins = []
-    share = fast.share
-
-    def spy(kernel, *args):
-        margins.append(args[-2:])
-        share(kernel, *args)
-    monkeypatch.setattr(fast, "share", spy)
-    return margins
+    return calls
 
 
 @pytest.mark.parametrize("dtype, layout, mult", [(np.dtype(np.float32), "NHWC", 1), (np.dtype(np.float16), "NHWC", 1),
@@ -63,13 +52,13 @@ def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, mult, k, di
     f = random_values(rng, (k, k, c, mult), dtype)
     expected = emulate_stride1_forward(x.astype(np.float32), f.astype(np.float32), h, ow, (dil, dil),
                                        (reach // 2, pad[0])).astype(dtype)
-    margins = _margins_run(monkeypatch)
+    calls = _share_calls(monkeypatch)
     for rows_per_job in (lambda batch, rows: rows, plan._rows_per_job):
         monkeypatch.setattr(fast, "_rows_per_job", rows_per_job)
         y = np.empty((n, h, ow, c * mult), dtype)
         fast.conv_forward(as_layout(x, layout), f, y, 1, 1, dil, dil, reach // 2, pad[0])
         np.testing.assert_array_equal(bits(y), bits(expected))
-    assert margins == [pad if max(pad) <= reach else (0, 0), (0, 0)]
+    assert [args[-2:] for _, args in calls] == [pad if max(pad) <= reach else (0, 0), (0, 0)]
 
 
 def test_non_finite_weights_read_rows_in_place(monkeypatch):
@@ -81,10 +70,10 @@ def test_non_finite_weights_read_rows_in_place(monkeypatch):
     f = random_values(rng, (3, 3, 48, 1), np.float32)
     f[0, 0, 0, 0] = np.inf
     monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
-    margins = _margins_run(monkeypatch)
+    calls = _share_calls(monkeypatch)
     y = np.empty((1, 8, 10, 48), np.float32)
     fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
-    assert margins == [(0, 0)]
+    assert [args[-2:] for _, args in calls] == [(0, 0)]
     exact = brute_forward(x, f, 8, 10, (1, 1), (1, 1), (1, 1))
     assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
     assert np.isinf(y[0, 1:, 1:, 0]).all() and np.isfinite(y[0, :, 0, 0]).all()
@@ -108,7 +97,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     check(expected, brute_forward(x, f, h, w, (1, 1), (1, 1), (pad, pad)),
           brute_forward(np.abs(x), np.abs(f), h, w, (1, 1), (1, 1), (pad, pad)), k * k, np.dtype(np.float32))
     monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
-    ran = _kernels_run(monkeypatch)
+    calls = _share_calls(monkeypatch)
     size = n * h * w * c
     for shift, threshold, streamed in ((None, 0, True), (3, 0, False), (None, 1 << 62, False)):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
@@ -117,7 +106,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert ran[-1] is kernels._forward_kernel_for((False, streamed))
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

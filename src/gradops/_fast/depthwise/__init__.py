@@ -46,7 +46,6 @@ from ..._depthwise_reference import REFERENCE_KERNELS
 from .. import simd
 from ..pool import share
 from ..strided import element_aligned
-from ..target import codegen_target
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
@@ -246,6 +245,6 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
     kernel = _backprop_filter_kernel_for((planar, registers))
     share(kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
           x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
-          direct_dy, partial, geo, planar, kind, codegen_target().avx512, group_rows)
+          direct_dy, partial, geo, planar, kind, group_rows)
     out_buf, out_off, out_st = _kernel_view(out, False)
     _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)

@@ -35,7 +35,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
-                                dy_st, dy_direct, direct_dy, partial, geo, planar, kind, eight, group_rows):
+                                dy_st, dy_direct, direct_dy, partial, geo, planar, kind, group_rows):
         """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, _ = geo  # plan.Geometry
         width = chans * mult
@@ -117,7 +117,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
                     if registers_path:
                         d_next, d_next_n, x_next, x_next_n = _next_rows(row + n_rows, rows, group_rows, geo, dy_off,
                                                                         dy_st, direct_dy, x_off, x_st, direct_x)
-                        _lane_rows(lanes, n_lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, eight,
+                        _lane_rows(lanes, n_lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi,
                                    d_next, d_next_n, x_next, x_next_n)
                     elif not planar_path:
                         _lane_rows_in_memory(lanes, n_lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi)

@@ -28,7 +28,7 @@ from ..pool import begin, claim, end, finish
 from .codecs import _load_run, _store_run
 from .plan import _LINE, _PREFETCH_STAGED_BYTES
 from .planes import _fill_plane_blocked, _fill_plane_scaled
-from .staging import _column_taps, _stage_channels_last, _stage_planar
+from .staging import _clear_margins, _column_taps, _stage_channels_last, _stage_planar
 from .taps import _scaled1, _scaled4
 from .writers import _store_dx_row, _stream_row
 
@@ -82,10 +82,7 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                 ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
                 ring0 = 0 if direct_in else (-ring.ctypes.data) % _LINE // wv.itemsize  # first row on a line
                 tags = np.full(ring_rows, -1, np.int64)
-                for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
-                    start = ring0 + slot * row_len
-                    ring[start:start + margin_l * pitch] = 0
-                    ring[start + (margin_l + in_w) * pitch:start + (margin_l + in_w + margin_r) * pitch] = 0
+                _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)
                 src = x_direct if direct_in else ring
                 acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
                 so = np.empty(fh * fw, np.int64)
@@ -217,9 +214,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
                 iy1 = min(in_h, iy0 + rows_per_job)
                 ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
                 tags = np.full(ring_rows, -1, np.int64)
-                for slot in range(ring_rows if margin_l + margin_r else 0):  # staging writes between them
-                    ring[slot * row_len:slot * row_len + margin_l * pitch] = 0
-                    ring[(slot + 1) * row_len - margin_r * pitch:(slot + 1) * row_len] = 0
+                _clear_margins(ring, 0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)
                 src = dy_direct if direct_in else ring
                 if stream_rows:
                     acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums

@@ -18,7 +18,13 @@ from __future__ import annotations
 from numba import njit
 
 from .. import row_njit, simd
+from ..target import codegen_target
 from .plan import _LANES, _LINE
+
+# Lanes held in registers per tap and vector of channels: 8 where the target has 32 vector
+# registers (AVX-512), 4 with 16 (AVX2), where 8 would spill. A constant of the target, as
+# ``rows._SEVEN_TAP_ROWS`` is, so that a kernel compiles one variant only.
+_EIGHT_LANES = codegen_target().avx512
 
 # An x column that no tap has: where a tap reads no x row for a dy row (it reads padding). Real
 # columns may be negative: a tap's first position can be left of the row it reads.
@@ -66,47 +72,46 @@ def _store4(lanes, at, step, r0, r1, r2, r3):
 
 
 @njit(inline="always")
-def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g, eight):
-    """Lanes g .. g + 3 (g .. g + 7 when ``eight``) plus the terms of one row's positions
+def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g):
+    """Lanes g .. g + 3 (g .. g + 7 with ``_EIGHT_LANES``) plus the terms of one row's positions
     [lo, hi), block by block of 16 positions; in the blocks at either end that [lo, hi) covers
     in part, the products of the positions inside."""
     first_whole, end_whole = (lo + _LANES - 1) // _LANES, hi // _LANES
     if lo // _LANES < first_whole:  # the block holding lo, in part
         ox = lo // _LANES * _LANES + g
         r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
-        if eight:
+        if _EIGHT_LANES:
             r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
     for block in range(first_whole, end_whole):
         ox = block * _LANES + g
         r0, r1, r2, r3 = _whole4(r0, r1, r2, r3, d, dp, xs, xp, width, ox)
-        if eight:  # a second set of four: the additions of one set do not wait on the other's
+        if _EIGHT_LANES:  # a second set of four: the additions of one set do not wait on the other's
             r4, r5, r6, r7 = _whole4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4)
     if first_whole <= end_whole and end_whole * _LANES < hi:  # the block holding hi - 1, in part
         ox = end_whole * _LANES + g
         r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
-        if eight:
+        if _EIGHT_LANES:
             r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
     return r0, r1, r2, r3, r4, r5, r6, r7
 
 
 @row_njit
-def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, eight, d_next, d_next_n, x_next,
-               x_next_n):
+def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n):
     """Channels-last, ``n_rows`` dy rows (row r at ``d_rows[r]``): for each tap t, row r with
     ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*n_lanes + ox % 16)*width
     + k] += d[d_rows[r] + ox*width + k] * xs[x_cols[r, t] + ox*width + k]``, each lane receiving
     its terms in (row, ox) order.
 
     One vector of channels at a time, so that its lines of the rows and of the lanes stay in L1
-    while the taps revisit them; per tap, 4 or 8 lanes (8 where the CPU has 32 vector registers;
-    ``n_lanes`` is a multiple of 8) stay in registers over all the rows. The channels past the
+    while the taps revisit them; per tap, 4 or 8 lanes (``_EIGHT_LANES``; ``n_lanes`` is a
+    multiple of 8) stay in registers over all the rows. The channels past the
     last whole vector go one by one. Meanwhile the lines the next rows read first,
     ``d[d_next:][:d_next_n]`` and ``xs[x_next:][:x_next_n]``, are requested into L2 a share per
     (vector, tap): the walk reads lines far apart, which the CPU's prefetchers do not foresee."""
     v = simd.lanes(lanes)
     vectors = width - width % v
     taps = lo.size
-    group = 8 if eight else 4
+    group = 8 if _EIGHT_LANES else 4
     line = _LINE // d.itemsize
     d_share = simd.line_share(d_next_n, vectors // v * taps, line)
     x_share = simd.line_share(x_next_n, vectors // v * taps, line)
@@ -121,13 +126,13 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, eig
             for g in range(0, n_lanes, group):
                 at = (t * n_lanes + g) * width + j
                 r0, r1, r2, r3 = _load4(lanes, at, width)
-                r4, r5, r6, r7 = _load4(lanes, at + 4 * width if eight else at, width)
+                r4, r5, r6, r7 = _load4(lanes, at + 4 * width if _EIGHT_LANES else at, width)
                 for r in range(n_rows):
                     if x_cols[r, t] != _NO_ROW:
                         r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, d_rows[r] + j,
-                                                                    xs, x_cols[r, t] + j, width, lo[t], hi[t], g, eight)
+                                                                    xs, x_cols[r, t] + j, width, lo[t], hi[t], g)
                 _store4(lanes, at, width, r0, r1, r2, r3)
-                if eight:
+                if _EIGHT_LANES:
                     _store4(lanes, at + 4 * width, width, r4, r5, r6, r7)
     for k in range(vectors, width):
         for t in range(taps):

@@ -32,6 +32,17 @@ def _column_taps(fw, dil_w, pad_left, stride_w, out_w, in_w):
     return table
 
 
+@njit(inline="always")
+def _clear_margins(ring, first, rows, row_len, margin_l, n_pos, margin_r, pitch):
+    """Zero the ``margin_l`` positions before and the ``margin_r`` after the ``n_pos`` staged ones
+    of each of ``rows`` ring rows, ``row_len`` apart from ``first`` (``plan._zero_margins``,
+    ``plan._forward_margins``): staging writes only the positions between them."""
+    for slot in range(rows if margin_l + margin_r else 0):
+        start = first + slot * row_len
+        ring[start:start + margin_l * pitch] = 0
+        ring[start + (margin_l + n_pos) * pitch:start + (margin_l + n_pos + margin_r) * pitch] = 0
+
+
 @row_njit
 def _stage_channels_last(src, base, pos_stride, ch_stride, n_pos, channels, repeat, planes, plane_len,
                          pitch, ring, dst, kind):
