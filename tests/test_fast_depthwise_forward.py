@@ -83,7 +83,7 @@ def test_non_finite_weights_read_rows_in_place(monkeypatch):
 def test_streamed_y_rows(monkeypatch, k, c, w):
     """A y beyond the cache (threshold lowered here, so that a small y streams) whose positions
     start on 64-byte lines is written with non-temporal stores straight from the registers, by a
-    kernel of its own (``_forward_kernel_for((False, True))``): filter rows of 3, 5 and 7 taps in
+    kernel of its own (``_forward_kernel_for((False, True, ...))``): filter rows of 3, 5 and 7 taps in
     blocks of 8 positions (the last block overlapping the one before), over x rows staged with
     zero margins (C = 48; one job per image) or read in place (C = 16: the edge positions tap
     by tap, 9 taps with the weights in registers). A y off the lines, or below the threshold,
@@ -106,7 +106,8 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed))
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, *plan._tap_paths(k, k, 1, 1, c, np.float32,
+                                                                                             False)))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

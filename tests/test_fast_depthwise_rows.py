@@ -13,6 +13,7 @@ import pytest
 from gradops._fast import depthwise as fast
 from gradops._fast import half, simd
 from gradops._fast.depthwise import plan
+from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint, out_size,
                                   random_values, run_all)
@@ -41,6 +42,31 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
     staged, planar = (run_all(case, dtype, (chosen, chosen), np.random.default_rng(w))
                       for chosen in (layout, "NCHW"))
     np.testing.assert_array_equal(bits(staged[1]), bits(planar[1]))
+
+
+@pytest.mark.parametrize("filter_rows, fw, stride, dil, width, dtype, expected", [
+    (3, 3, 1, 1, 48, np.float32, (3, False)),  # 192 bytes per position: not two whole vector pairs
+    (3, 3, 1, 1, 32, np.float32, (3, True)),
+    (3, 3, 1, 1, 64, np.float32, (3, True)),  # 256 bytes: two pairs of vectors
+    (3, 3, 1, 1, 96, np.float32, (3, False)),  # 384 bytes
+    (3, 3, 1, 1, 16, np.float64, (3, True)),
+    (3, 3, 2, 1, 32, np.float32, (0, False)),  # filter rows of 2 and 1 taps per residue plane
+    (5, 5, 2, 1, 32, np.float32, (3, True)),  # rows of 3 and 2 taps; 5 x 3 taps
+    (5, 5, 1, 1, 64, np.float32, (5, True)),  # corners of 3 x 3 taps
+    (3, 3, 1, 2, 32, np.float32, (0, True)),  # dilated: no filter row reads consecutive positions
+    (3, 3, 2, 2, 32, np.float32, (3, True)),  # ... unless the dilation divides the stride
+    (1, 6, 1, 1, 32, np.float32, (5, False)),
+    (2, 3, 1, 1, 32, np.float32, (3, False)),
+    (3, 3, 1, 1, 15, np.float32, (0, False)),  # narrower than a vector
+    (3, 3, 1, 1, 8, np.float64, (3, False)),
+])
+def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
+    """Which tap paths a channels-last call's kernel compiles (issue 23, cold start), derived by
+    hand: filter rows of 3 and 5 taps, 7 on AVX-512 targets only; 9 taps with their weights in
+    registers for rows of at most 256 bytes of whole pairs of 64-byte vectors."""
+    assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == expected
+    assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
+    assert plan._tap_paths(7, 7, 1, 1, 48, np.float32, False) == (7 if codegen_target().avx512 else 5, False)
 
 
 @pytest.mark.parametrize("c, stride, weight, in_place", [(32, 1, 1.0, True), (48, 1, 1.0, False),

@@ -38,6 +38,7 @@ recompiles it.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable
 
 import numpy as np
@@ -51,8 +52,8 @@ from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _filter_chunks,
                    _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows,
-                   _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows, _tap_shifts, _weights,
-                   _zero_margins)
+                   _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows, _tap_paths, _tap_shifts,
+                   _weights, _zero_margins)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -163,7 +164,8 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left, pitch)
-    share(_forward_kernel_for((planar, stream_in_place)), batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes,
+    kernel = _forward_kernel_for((planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar)))
+    share(kernel, batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes,
           x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
           y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
           rows_per_job, *margins)
@@ -211,7 +213,9 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
     if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
-    kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out))
+    kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out,
+                                         *_tap_paths(-(-fh // (stride_h // math.gcd(stride_h, dil_h))), fw, stride_w,
+                                                     dil_w, width, acc, planar)))
     share(kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,

@@ -34,12 +34,14 @@ from .writers import _store_dx_row, _stream_row
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_kernel_for(path: tuple[bool, bool]):
-    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place): numba prunes
-    the branches a flag rules out before typing them, so a call compiles only its layout's row
-    code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y streamed in
-    place (beyond the cache), with False otherwise, never both (issue 23, cold start)."""
-    planar_path, stream_in_place_path = path
+def _forward_kernel_for(path: tuple[bool, bool, int, bool]):
+    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place) and its tap
+    paths (``plan._tap_paths``: longest_row, nine): numba prunes the branches a flag rules out
+    before typing them, so a call compiles only its layout's row code, with ``stream`` = True in
+    the tap paths of ``_fill_plane_blocked`` for a y streamed in place (beyond the cache), with
+    False otherwise, never both, and only the filter rows its filter has (issue 23, cold start)."""
+    planar_path, stream_in_place_path, longest_row, nine = path
+    nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not (planar_path or stream_in_place_path)
 
     @njit(cache=True, nogil=True)
@@ -95,7 +97,7 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
                     # no x row requested yet; typed int64, since literals would compile second copies of
-                    # _fill_plane_blocked and _taps_rows
+                    # _fill_plane_blocked and its row paths
                     ahead = ahead_n = np.int64(0)
                     for ky in range(fh):
                         iy = oy * sh - pt + ky * dh
@@ -144,10 +146,10 @@ def _forward_kernel_for(path: tuple[bool, bool]):
                                                weight, lo, hi, nt, scratch)
                     elif stream_in_place_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, True, x, ahead, ahead_n)
+                                            scratch, direct_in, True, x, ahead, ahead_n, longest_row, nine, True)
                     elif plain_stores_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, False, x, ahead, ahead_n)
+                                            scratch, direct_in, False, x, ahead, ahead_n, longest_row, nine, True)
                     if direct_out:
                         continue
                     if planar_path:
@@ -167,14 +169,16 @@ def _forward_kernel_for(path: tuple[bool, bool]):
 
 
 @functools.lru_cache(maxsize=None)
-def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
+def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool]):
     """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
-    stream_rows, not direct_out): numba prunes the branches a False flag rules out before typing
-    them, so a call compiles only the row code its plan runs (issue 23, cold start): the tap
-    paths of ``_fill_plane_blocked`` with ``stream`` = True for a dx streamed in place (beyond
-    the cache), with False otherwise, never both. A branch that is kept is taken on the same
-    conditions (``stream_in_place`` implies ``direct_out``)."""
-    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path = path
+    stream_rows, not direct_out) and its tap paths (``plan._tap_paths``: longest_row, nine):
+    numba prunes the branches a False flag rules out before typing them, so a call compiles only
+    the row code its plan runs (issue 23, cold start): the tap paths of ``_fill_plane_blocked``
+    with ``stream`` = True for a dx streamed in place (beyond the cache), with False otherwise,
+    never both, and only the filter rows its filter has. A branch that is kept is taken on the
+    same conditions (``stream_in_place`` implies ``direct_out``)."""
+    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path, longest_row, nine = path
+    nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not stream_in_place_path
 
     @njit(cache=True, nogil=True)
@@ -281,14 +285,16 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool]):
                         elif stream_in_place_path and direct_out and stream_in_place:
                             # positions r, r + sw, ... of the dx row itself
                             _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                                lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n)
+                                                lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n,
+                                                longest_row, nine, False)
                         elif plain_stores_path and direct_out:
                             _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
-                                                lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n)
+                                                lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n,
+                                                longest_row, nine, False)
                         elif row_buffer_path:  # residue plane r of the row buffer, [r][q][k]
                             _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos,
                                                 src, so, tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead,
-                                                ahead_n)
+                                                ahead_n, longest_row, nine, False)
                         ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
                     if stream_rows_path and stream_rows and mult == 1:
                         _stream_row(acc, in_w * chans, dx, dx_row, kind)

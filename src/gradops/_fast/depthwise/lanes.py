@@ -23,7 +23,7 @@ from .plan import _LANES, _LINE
 
 # Lanes held in registers per tap and vector of channels: 8 where the target has 32 vector
 # registers (AVX-512), 4 with 16 (AVX2), where 8 would spill. A constant of the target, as
-# ``rows._SEVEN_TAP_ROWS`` is, so that a kernel compiles one variant only.
+# ``plan._ROW_SIZES`` is, so that a kernel compiles one variant only.
 _EIGHT_LANES = codegen_target().avx512
 
 # An x column that no tap has: where a tap reads no x row for a dy row (it reads padding). Real

@@ -28,7 +28,7 @@ import numpy as np
 from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_view
-from ..target import data_cache_bytes
+from ..target import codegen_target, data_cache_bytes
 from .codecs import _HALF_KINDS
 
 _LINE = 64  # bytes per cache line
@@ -59,6 +59,10 @@ _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
 _WEIGHTS_IN_REGISTERS_BYTES = 256
+# Filter row sizes with a path of their own (``rows._taps_rows_for``). Rows of 7 taps only where
+# ``_rows7_8x1``'s 8 sums, 7 weights and 14 source vectors fit the 32 vector registers of
+# AVX-512; with AVX2's 16 they spill, and tap by tap was faster.
+_ROW_SIZES = (3, 5, 7) if codegen_target().avx512 else (3, 5)
 # Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
 # position (one pair of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows
 # are staged with zero margins, which makes each row one segment. Backprop's strided dy rows stay
@@ -144,6 +148,27 @@ def _pitch(width: int, acc: type, planar: bool) -> int:
     if planar or (width * size) % 512:
         return width
     return width + 64 // size
+
+
+def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int, acc: type,
+               planar: bool) -> tuple[int, bool]:
+    """Which channels-last tap paths a forward or backprop-input call may take (``planes.
+    _fill_plane_blocked``), so that its kernel compiles those and no others: ``longest_row``, the
+    largest of ``_ROW_SIZES`` that a residue plane's filter rows can have (0: none), and ``nine``,
+    whether a segment can have 9 taps that keep their weights in registers. ``filter_rows``: the
+    most filter rows that reach one output row. A residue plane holds every
+    (stride / gcd(stride, dilation))-th tap of a filter row, and they read consecutive positions
+    when the dilation divides the stride; segments at the edges hold fewer taps. Rows narrower
+    than a vector take none of these paths. A segment that these rule out gets the same bits from
+    ``taps._taps_blocked``."""
+    lanes = simd.VECTOR_BYTES // np.dtype(acc).itemsize
+    if planar or width < lanes:  # the row paths compute whole vectors of channels
+        return 0, False
+    row_taps = -(-fw // (stride_w // math.gcd(stride_w, dil_w)))
+    longest_row = max((size for size in _ROW_SIZES if size <= row_taps), default=0) if stride_w % dil_w == 0 else 0
+    nine = (filter_rows * row_taps >= 9 and width * np.dtype(acc).itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
+            and width % (2 * lanes) == 0)
+    return longest_row, nine
 
 
 def _rows_per_job(batch: int, rows: int) -> int:

@@ -10,20 +10,22 @@ A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-sp
 rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...); within
 a plane every tap's columns are contiguous again. No modulo runs in an inner loop.
 
-The plane functions are compiled once per type signature and called, as are ``_taps_rows`` and
+The plane functions are compiled once per type signature and called, as are the row paths and
 ``_taps_blocked`` (see ``_fast/__init__``). Callers pass ``stream`` as a literal True / False, so
 numba compiles one specialisation of each with the stores fixed (a ``stream`` tested at each
-store is much slower).
+store is much slower), and the tap paths of their plan (``plan._tap_paths``) as literals, so that
+a 3x3 filter compiles the 3-tap row paths and no others.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .. import row_njit, simd
 from .plan import _WEIGHTS_IN_REGISTERS_BYTES
-from .rows import _filter_rows, _taps9_2x2, _taps9_rows, _taps_rows
+from .rows import _filter_rows, _taps9_2x2, _taps9_rows_for, _taps_rows_for
 from .taps import _scaled1, _scaled4, _taps_blocked
 
 
@@ -52,50 +54,79 @@ def _segments(lo, hi, nt, n_pos, bounds):
 
 
 
-@row_njit
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
-                        stream, ahead_src, ahead, ahead_n):
+                        stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
     columns reached by the same taps at a time. ``ahead_src[ahead : ahead + ahead_n]`` is
-    requested once: spread over ``_taps_rows`` or ``_taps9_rows`` if the first segment goes there,
-    else into L2 at its start."""
-    bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
-    for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
-        q0, q1 = bounds[segment], bounds[segment + 1]
-        count = np.int64(0)
-        for t in range(nt):
-            if lo[t] <= q0 and q1 <= hi[t]:
-                sub_so[count], sub_tap[count] = so[t] + q0 * pitch, tap[t] * pitch
-                count += 1
-        if count == 0:
-            for q in range(q0, q1):
-                acc[base + q * step:base + q * step + width] = 0
-            continue
-        # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
-        done = 0
-        rows = _filter_rows(sub_so, count, pitch)
-        nine = (count == 9 and width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
-                and width % (2 * simd.lanes(acc)) == 0)
-        if rows == 0:  # the row paths spread the request over their work
-            simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
-        if nine:
-            if rows != 0:
-                done = _taps9_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, rows,
-                                   shifted, prefetch, stream, ahead_src, ahead, ahead_n)
-            else:
-                done = _taps9_2x2(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap,
-                                  stream)
-        else:
-            if rows != 0:
-                done = _taps_rows(acc, base + q0 * step, step, width, pitch, q1 - q0, src, sub_so, wt, sub_tap, count,
-                                  rows, shifted, prefetch, stream, ahead_src, ahead, ahead_n)
-        ahead_n = 0
-        for t in range(count):
-            sub_so[t] += done * pitch
-        _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt, sub_tap,
-                      count, shifted, stream)
+    requested once: spread over the filter rows' paths if the first segment goes there, else
+    into L2 at its start. ``longest_row``, ``nine`` (0 or 1), ``ascending``: the call's tap
+    paths (``plan._tap_paths``; the forward's filter rows read ascending positions, the
+    adjoint's descending ones), literal constants: a kernel is compiled per set (the overload
+    below)."""
+    raise NotImplementedError("compiled by numba only")
+
+
+@overload(_fill_plane_blocked, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
+def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
+                              stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
+    """``_fill_plane_blocked`` for one set of tap paths: a segment whose taps come in filter rows
+    of a size up to ``longest_row`` (``rows._filter_rows``, in the call's direction) goes to that
+    size's row function, 9 taps whose weights fit in registers (``nine``) to ``_taps9_rows`` or
+    ``_taps9_2x2``, and what they leave to ``_taps_blocked``. A segment the set rules out gets the
+    same bits from ``_taps_blocked``; only the paths the set allows are compiled."""
+    paths = (longest_row, nine, ascending)
+    if not all(isinstance(path, types.Literal) for path in paths):
+        return None
+    longest, nine_taps, up = (path.literal_value for path in paths)  # nine: 0 or 1
+    rows3, rows5, rows7 = (_taps_rows_for(size, up) for size in (3, 5, 7))
+    taps9_rows = _taps9_rows_for(up)
+    sign = 1 if up else -1
+
+    def fill(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch, stream,
+             ahead_src, ahead, ahead_n, longest_row, nine, ascending):
+        bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
+        fits_nine = width * acc.itemsize <= _WEIGHTS_IN_REGISTERS_BYTES and width % (2 * simd.lanes(acc)) == 0
+        for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
+            q0, q1 = bounds[segment], bounds[segment + 1]
+            count = np.int64(0)
+            for t in range(nt):
+                if lo[t] <= q0 and q1 <= hi[t]:
+                    sub_so[count], sub_tap[count] = so[t] + q0 * pitch, tap[t] * pitch
+                    count += 1
+            if count == 0:
+                for q in range(q0, q1):
+                    acc[base + q * step:base + q * step + width] = 0
+                continue
+            # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
+            done = 0
+            size = sign * _filter_rows(sub_so, count, pitch)  # < 0: rows in the other direction
+            a0, n = base + q0 * step, q1 - q0
+            if size <= 0 or size > longest:  # the row paths spread the request over their work
+                simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
+            if nine_taps and count == 9 and fits_nine:
+                if longest >= 3 and size == 3:
+                    done = taps9_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, shifted, prefetch,
+                                      stream, ahead_src, ahead, ahead_n)
+                elif longest == 0:
+                    done = _taps9_2x2(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, stream)
+            elif longest >= 3 and size == 3:
+                done = rows3(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                             stream, ahead_src, ahead, ahead_n)
+            elif longest >= 5 and size == 5:
+                done = rows5(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                             stream, ahead_src, ahead, ahead_n)
+            elif longest >= 7 and size == 7:
+                done = rows7(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                             stream, ahead_src, ahead, ahead_n)
+            ahead_n = 0
+            for t in range(count):
+                sub_so[t] += done * pitch
+            _taps_blocked(acc, base + (q0 + done) * step, step, width, pitch, q1 - q0 - done, src, sub_so, wt,
+                          sub_tap, count, shifted, stream)
+
+    return fill
 
 
 @row_njit

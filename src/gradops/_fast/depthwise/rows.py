@@ -3,12 +3,16 @@ dilation 1 read consecutive positions, so neighbouring outputs share their sourc
 taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
 order as ``taps._taps_blocked``, so the same bits).
 
-* ``_taps_rows``: rows of 3, 5 or 7 taps, 8 positions at a time (``_rows3_8x1``, ``_rows5_8x1``,
-  ``_rows7_8x1``), then 4 (``_rows3_4x1``); 3-tap rows 7 at a time for rows of 7k positions.
+* ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, 8 positions at a time
+  (``_rows3_8x1``, ``_rows5_8x1``, ``_rows7_8x1``), then 4 (``_rows3_4x1``); 3- and 5-tap rows
+  7 at a time for rows of 7k positions.
 * ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
   ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
-  and go 2 positions at a time; ``_taps9_rows`` does the same for whole filter rows, each row's 4
-  source positions loaded once for two outputs (``_window_2x2``).
+  and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
+  rows, each row's 4 source positions loaded once for two outputs (``_window_2x2``).
+
+Each row size and direction is a function of its own, made by a cached factory: a call compiles
+the ones its plan may use (``plan._tap_paths``) and no others (issue 23, cold start).
 
 Each returns how many positions it computed; ``planes._fill_plane_blocked`` sends the rest to
 ``taps._taps_blocked``. Rows read in place from memory are prefetched ahead
@@ -18,18 +22,14 @@ is requested a share at a time while this one is summed (``_PREFETCH_STAGED_BYTE
 
 from __future__ import annotations
 
+import functools
+
 from numba import njit
 
 from .. import row_njit, simd
-from ..target import codegen_target
 from .codecs import _put
 from .plan import _LINE, _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
 from .taps import _channel_tail
-
-# Rows of 7 taps go through ``_rows7_8x1`` where its 8 sums, 7 weights and 14 source vectors fit
-# the 32 vector registers of AVX-512; with AVX2's 16 they spill, and tap by tap was faster.
-_SEVEN_TAP_ROWS = codegen_target().avx512
-
 
 @njit(inline="always")
 def _run3(b, v0, v1, v2, w0, w1, w2):
@@ -215,12 +215,12 @@ def _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, str
 
 @njit(inline="always")
 def _filter_rows(so, count, pitch):
-    """``R`` (``-R``) if the taps come in rows of R = 3, 5 or 7 (``_SEVEN_TAP_ROWS``) reading
-    consecutive ascending (descending) positions: whole filter rows with dilation 1. Else 0."""
+    """``R`` (``-R``) if the taps come in rows of R = 3, 5 or 7 reading consecutive ascending
+    (descending) positions: whole filter rows with dilation 1. Else 0."""
     d = so[1] - so[0] if count >= 2 else 0
     if d != pitch and d != -pitch:
         return 0
-    for size in (3, 5, 7) if _SEVEN_TAP_ROWS else (3, 5):
+    for size in (3, 5, 7):
         if count % size != 0:
             continue
         rows = True
@@ -242,82 +242,79 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
         low[r] = so[size * r] + shift - (0 if rows > 0 else (size - 1) * pitch)
 
 
-@row_njit
-def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, rows, low, prefetch, stream, ahead_src,
-               ahead, ahead_n):
-    """``_taps_blocked`` for taps in filter rows (``_filter_rows``), 8 positions at a time over
-    whole vectors; returns how many positions it computed (the rest go to ``_taps_blocked``).
-    Same products, same additions, same order. Rows of 3 or 5 taps over 7k positions (7, 14, 21,
-    28; e.g. 14-position rows with zero margins, 7x7 layers) go 7 at a time. Otherwise a remainder after the
-    blocks of 8 (but 4 positions of 3-tap rows, which take a block of 4) is covered by one more
-    block of 8 ending at ``n_pos``, which computes again (and writes again, the same bits) up to
-    7 positions (not 8 + 4 + 2 in ``_taps_blocked``, which reloads the weights for each position).
-    ``prefetch``: the rows are read in place from memory, so the first and last rows of taps (the
-    source row that is new for this output row, in the adjoint and in the forward direction) are
-    requested ``_PREFETCH_POSITIONS`` ahead. ``stream``: as in ``_taps_blocked``.
-    ``ahead_src[ahead : ahead + ahead_n]``: a run the next call reads (the dy row the next output
-    row stages), requested into L2 a share per block and vector (``_PREFETCH_STAGED_BYTES``)."""
-    lanes = simd.lanes(acc)
-    if width < lanes:
-        return 0
-    size = abs(rows)
-    sevens = size in (3, 5) and n_pos % 7 == 0 and n_pos % 8 != 0
-    positions = 7 if sevens else 8
-    blocked = n_pos if sevens else n_pos // 8 * 8
-    overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
-    n_blocks = blocked // positions + overlap
-    share = simd.line_share(ahead_n, n_blocks * (width // lanes), _LINE // ahead_src.itemsize)
-    requested = 0
-    for block in range(n_blocks):
-        q = min(positions * block, n_pos - positions)
-        _lowest_positions(low, so, count, rows, q * pitch, pitch)
-        if prefetch:
-            last = count // size - 1
-            for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
-                ahead = low[r] + _PREFETCH_POSITIONS * pitch
-                for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
-                    simd.prefetch(src, e)
-        j = 0
-        # one call site per (row size, direction), each direction a constant: a direction tested inside
-        # the tap loop keeps both variants' registers live and spills them
-        while j + lanes <= width:
-            simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
-            requested += share
-            a = a0 + q * step
-            if rows == 3 and sevens:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 7)
-            elif rows == -3 and sevens:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 7)
-            elif rows == 3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, 8)
-            elif rows == -3:
-                _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, 8)
-            elif rows == 5:  # positions at run time: literal 7 and 8 would compile two more copies
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream, positions)
-            elif rows == -5:
-                _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream, positions)
-            elif rows == 7:
-                _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, True, stream)
-            else:
-                _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, False, stream)
-            j += lanes
-        _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
-    if overlap:
-        blocked = n_pos
-    if size == 3 and n_pos - blocked >= 4:
-        # Four positions more (12 of 12, 4 of 4-7): fewer loads than _taps_blocked's 4 x 2 blocks.
-        q = blocked
-        _lowest_positions(low, so, count, rows, q * pitch, pitch)
-        j = 0
-        while j + lanes <= width:
-            if rows > 0:
-                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, True, stream)
-            else:
-                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, False, stream)
-            j += lanes
-        _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
-        blocked += 4
-    return blocked
+@functools.cache
+def _taps_rows_for(size: int, ascending: bool):
+    """``_taps_rows`` for filter rows of ``size`` (3, 5 or 7) taps read in one direction: each
+    (size, direction) is its own function, so that a call compiles the row code of its filter
+    alone (issue 23, cold start; ``plan._tap_paths`` says which a call may meet)."""
+
+    @row_njit
+    def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, low, prefetch, stream, ahead_src,
+                   ahead, ahead_n):
+        """``_taps_blocked`` for taps in filter rows of ``size`` taps (``_filter_rows``), 8 positions
+        at a time over whole vectors; returns how many positions it computed (the rest go to
+        ``_taps_blocked``). Same products, same additions, same order. Rows of 3 or 5 taps over 7k
+        positions (7, 14, 21, 28; e.g. 14-position rows with zero margins, 7x7 layers) go 7 at a
+        time. Otherwise a remainder after the blocks of 8 (but 4 positions of 3-tap rows, which take
+        a block of 4) is covered by one more block of 8 ending at ``n_pos``, which computes again
+        (and writes again, the same bits) up to 7 positions (not 8 + 4 + 2 in ``_taps_blocked``,
+        which reloads the weights for each position). ``prefetch``: the rows are read in place from
+        memory, so the first and last rows of taps (the source row that is new for this output row,
+        in the adjoint and in the forward direction) are requested ``_PREFETCH_POSITIONS`` ahead.
+        ``stream``: as in ``_taps_blocked``. ``ahead_src[ahead : ahead + ahead_n]``: a run the next
+        call reads (the dy row the next output row stages), requested into L2 a share per block and
+        vector (``_PREFETCH_STAGED_BYTES``)."""
+        lanes = simd.lanes(acc)
+        if width < lanes:
+            return 0
+        rows = size if ascending else -size
+        sevens = size != 7 and n_pos % 7 == 0 and n_pos % 8 != 0
+        positions = 7 if sevens else 8
+        blocked = n_pos if sevens else n_pos // 8 * 8
+        overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
+        n_blocks = blocked // positions + overlap
+        share = simd.line_share(ahead_n, n_blocks * (width // lanes), _LINE // ahead_src.itemsize)
+        requested = 0
+        for block in range(n_blocks):
+            q = min(positions * block, n_pos - positions)
+            _lowest_positions(low, so, count, rows, q * pitch, pitch)
+            if prefetch:
+                last = count // size - 1
+                for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
+                    ahead = low[r] + _PREFETCH_POSITIONS * pitch
+                    for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
+                        simd.prefetch(src, e)
+            j = 0
+            while j + lanes <= width:
+                simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+                requested += share
+                a = a0 + q * step
+                if size == 3:  # 7 and 8 positions: literals, each its own copy
+                    if sevens:
+                        _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, 7)
+                    else:
+                        _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, 8)
+                elif size == 5:  # positions at run time: literal 7 and 8 would compile two copies
+                    _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions)
+                else:
+                    _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream)
+                j += lanes
+            _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
+        if overlap:
+            blocked = n_pos
+        if size == 3 and n_pos - blocked >= 4:
+            # Four positions more (12 of 12, 4 of 4-7): fewer loads than _taps_blocked's 4 x 2 blocks.
+            q = blocked
+            _lowest_positions(low, so, count, rows, q * pitch, pitch)
+            j = 0
+            while j + lanes <= width:
+                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, ascending, stream)
+                j += lanes
+            _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
+            blocked += 4
+        return blocked
+
+    return _taps_rows
 
 
 @njit(inline="always")
@@ -416,32 +413,35 @@ def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascendin
         q += 2
 
 
-@row_njit
-def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, rows, low, prefetch, stream, ahead_src, ahead,
-                ahead_n):
-    """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` ``rows`` 3 or -3): each
-    filter row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6
-    products instead of 6. ``prefetch``: the rows are read in place, so the newest one (which
-    comes from memory; the older ones were read for the previous output row) is requested
-    ``_PREFETCH_AHEAD_BYTES`` ahead; past its end, that is the start of the row that is new for
-    the next output row: with fewer loads, rows from memory would wait on it.
-    ``ahead_src[ahead : ahead + ahead_n]`` (the dy row the next output row stages) is requested
-    a share per ``_NINE_POSITIONS`` positions, between the position loops: inside them the
-    request slowed the loops down (they keep 30 of the 32 vector registers busy)."""
-    lanes = simd.lanes(acc)
-    _lowest_positions(low, so, 9, rows, 0, pitch)
-    stop = n_pos // 2 * 2
-    parts = -(-stop // _NINE_POSITIONS)
-    share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), _LINE // ahead_src.itemsize)
-    requested = 0
-    for j in range(0, width, 2 * lanes):
-        w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
-        for q in range(0, stop, _NINE_POSITIONS):
-            simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
-            requested += share
-            part_stop = min(q + _NINE_POSITIONS, stop)
-            if rows > 0:
-                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, True, prefetch, stream)
-            else:
-                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, False, prefetch, stream)
-    return stop
+@functools.cache
+def _taps9_rows_for(ascending: bool):
+    """``_taps9_rows`` for filter rows read in one direction (as ``_taps_rows_for``)."""
+
+    @row_njit
+    def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, low, prefetch, stream, ahead_src, ahead,
+                    ahead_n):
+        """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` 3 or -3): each filter
+        row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6 products
+        instead of 6. ``prefetch``: the rows are read in place, so the newest one (which comes from
+        memory; the older ones were read for the previous output row) is requested
+        ``_PREFETCH_AHEAD_BYTES`` ahead; past its end, that is the start of the row that is new for
+        the next output row: with fewer loads, rows from memory would wait on it.
+        ``ahead_src[ahead : ahead + ahead_n]`` (the dy row the next output row stages) is requested
+        a share per ``_NINE_POSITIONS`` positions, between the position loops: inside them the
+        request slowed the loops down (they keep 30 of the 32 vector registers busy)."""
+        lanes = simd.lanes(acc)
+        _lowest_positions(low, so, 9, 3 if ascending else -3, 0, pitch)
+        stop = n_pos // 2 * 2
+        parts = -(-stop // _NINE_POSITIONS)
+        share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), _LINE // ahead_src.itemsize)
+        requested = 0
+        for j in range(0, width, 2 * lanes):
+            w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
+            for q in range(0, stop, _NINE_POSITIONS):
+                simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+                requested += share
+                part_stop = min(q + _NINE_POSITIONS, stop)
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, ascending, prefetch, stream)
+        return stop
+
+    return _taps9_rows
