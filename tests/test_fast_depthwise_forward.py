@@ -11,7 +11,7 @@ import pytest
 
 from gradops._fast import depthwise as fast
 from gradops._fast import simd
-from gradops._fast.depthwise import kernels, plan
+from gradops._fast.depthwise import codecs, kernels, plan
 
 from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
                                   emulate_stride1_forward, out_size, random_values)
@@ -106,8 +106,8 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, *plan._tap_paths(k, k, 1, 1, c, np.float32,
-                                                                                             False)))
+        tap_paths = plan._tap_paths(k, k, 1, 1, c, np.float32, False)
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, *tap_paths, codecs._FLOAT))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

@@ -164,11 +164,11 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         return
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
                     pad_left, pitch)
-    kernel = _forward_kernel_for((planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar)))
+    kernel = _forward_kernel_for((planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
+                                  _HALF_KINDS.get(out.dtype, _FLOAT)))
     share(kernel, batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes,
           x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
-          y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, _HALF_KINDS.get(out.dtype, _FLOAT),
-          rows_per_job, *margins)
+          y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, rows_per_job, *margins)
 
 
 @_entry_point("input")
@@ -215,11 +215,11 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out,
                                          *_tap_paths(-(-fh // (stride_h // math.gcd(stride_h, dil_h))), fw, stride_w,
-                                                     dil_w, width, acc, planar)))
+                                                     dil_w, width, acc, planar), _HALF_KINDS.get(out.dtype, _FLOAT)))
     share(kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
-          _HALF_KINDS.get(out.dtype, _FLOAT), rows_per_job, *margins)
+          rows_per_job, *margins)
 
 
 @_entry_point("filter")

@@ -5,7 +5,9 @@ Half arrays reach the kernels as their uint16 bits (numba has no half arithmetic
 float32 (bit-exact decoding) and are rounded once, to nearest even, as they are stored (SPEC 5.6:
 half types accumulate in float32), by ``half.py`` (float16 in hardware where the target has
 F16C). Each load and store dispatches on the array type while compiling: float arrays get plain
-copies, so the float32 / float64 kernels carry no conversion code (less to compile). The
+copies, so the float32 / float64 kernels carry no conversion code (less to compile); half bits
+of a ``kind`` fixed by the kernel (a literal: the forward and backprop-input kernels take it as a
+constant of their path) get that kind's conversion only, others a branch per run. The
 ``@overload`` registrations happen when this module is imported, which every module calling
 these functions does before it defines a kernel.
 """
@@ -21,6 +23,15 @@ from .. import half, simd
 
 _FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
 _HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
+
+
+def _fixed_half(kind, float16, bfloat16):
+    """``float16`` or ``bfloat16`` if ``kind`` is a literal (fixed while compiling), else None.
+    The overloads that call it are typed with literal arguments first (``prefer_literal``);
+    numba's default tries them last."""
+    if isinstance(kind, types.IntegerLiteral):
+        return float16 if kind.literal_value == _F16 else bfloat16
+    return None
 
 
 def _load_one(src, i, kind):
@@ -39,22 +50,30 @@ def _store_one(dst, i, value, kind):
     """``dst[i] = value`` rounded once to the output type."""
 
 
-@overload(_store_one, inline="always")
+@overload(_store_one, inline="always", prefer_literal=True)
 def _store_one_impl(dst, i, value, kind):
     if isinstance(dst.dtype, types.Float):
         def copy(dst, i, value, kind):
             dst[i] = value
         return copy
+    fixed = _fixed_half(kind, half.encode, half.float_to_bf16)
+    if fixed is not None:
+        def encode_fixed(dst, i, value, kind):
+            dst[i] = fixed(value)
+        return encode_fixed
 
     def encode(dst, i, value, kind):
         dst[i] = half.encode(value) if kind == _F16 else half.float_to_bf16(value)
     return encode
 
 
-@overload(_load_one, inline="always")
+@overload(_load_one, inline="always", prefer_literal=True)
 def _load_one_impl(src, i, kind):
     if isinstance(src.dtype, types.Float):
         return lambda src, i, kind: src[i]
+    fixed = _fixed_half(kind, half.decode, half.bf16_to_float)
+    if fixed is not None:
+        return lambda src, i, kind: fixed(src[i])
 
     def decode(src, i, kind):
         return half.decode(src[i]) if kind == _F16 else half.bf16_to_float(src[i])
@@ -63,7 +82,7 @@ def _load_one_impl(src, i, kind):
 
 # Inlined: staging calls it once per position of a row with a padded pitch, where a call with its
 # two views costs about as much as the copy.
-@overload(_load_run, inline="always")
+@overload(_load_run, inline="always", prefer_literal=True)
 def _load_run_impl(src, start, step, n, dst, dst_start, kind):
     if isinstance(src.dtype, types.Float):
         def copy(src, start, step, n, dst, dst_start, kind):
@@ -76,6 +95,18 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
                 for i in range(n):
                     out[i] = src[start + i * step]
         return copy
+    fixed = _fixed_half(kind, half.decode, half.bf16_to_float)
+    if fixed is not None:
+        def decode_fixed(src, start, step, n, dst, dst_start, kind):
+            out = dst[dst_start:dst_start + n]
+            if step == 1:  # a unit stride of its own, so that this loop vectorises
+                run = src[start:start + n]
+                for i in range(n):
+                    out[i] = fixed(run[i])
+            else:
+                for i in range(n):
+                    out[i] = fixed(src[start + i * step])
+        return decode_fixed
 
     def decode(src, start, step, n, dst, dst_start, kind):
         # the branches sit outside the loops, so each loop vectorises
@@ -100,7 +131,7 @@ def _inline_float_stores(expr, caller_info, callee_info) -> bool:
     return isinstance(callee_info.typemap["dst"].dtype, types.Float)
 
 
-@overload(_store_run, inline=_inline_float_stores)
+@overload(_store_run, inline=_inline_float_stores, prefer_literal=True)
 def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
     if isinstance(dst.dtype, types.Float):
         def copy(acc, start, n, dst, dst_start, step, kind):
@@ -113,6 +144,18 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
                 for i in range(n):
                     dst[dst_start + i * step] = run[i]
         return copy
+    fixed = _fixed_half(kind, half.encode, half.float_to_bf16)
+    if fixed is not None:
+        def encode_fixed(acc, start, n, dst, dst_start, step, kind):
+            run = acc[start:start + n]
+            if step == 1:
+                out = dst[dst_start:dst_start + n]
+                for i in range(n):
+                    out[i] = fixed(run[i])
+            else:
+                for i in range(n):
+                    dst[dst_start + i * step] = fixed(run[i])
+        return encode_fixed
 
     def encode(acc, start, n, dst, dst_start, step, kind):
         run = acc[start:start + n]

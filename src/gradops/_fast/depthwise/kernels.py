@@ -30,23 +30,25 @@ from .plan import _LINE, _PREFETCH_STAGED_BYTES
 from .planes import _fill_plane_blocked, _fill_plane_scaled
 from .staging import _clear_margins, _column_taps, _stage_channels_last, _stage_planar
 from .taps import _scaled1, _scaled4
-from .writers import _store_dx_row, _stream_row
+from .writers import _store_dx_row, _store_planar_dx_row, _stream_row
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_kernel_for(path: tuple[bool, bool, int, bool]):
-    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place) and its tap
-    paths (``plan._tap_paths``: longest_row, nine): numba prunes the branches a flag rules out
+def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
+    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), its tap
+    paths (``plan._tap_paths``: longest_row, nine) and the element ``kind`` (``codecs``: float,
+    or which half type, so that a half kernel carries one type's conversions), as constants:
+    numba prunes the branches a flag rules out
     before typing them, so a call compiles only its layout's row code, with ``stream`` = True in
     the tap paths of ``_fill_plane_blocked`` for a y streamed in place (beyond the cache), with
     False otherwise, never both, and only the filter rows its filter has (issue 23, cold start)."""
-    planar_path, stream_in_place_path, longest_row, nine = path
+    planar_path, stream_in_place_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not (planar_path or stream_in_place_path)
 
     @njit(cache=True, nogil=True)
     def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
-                        y_direct, direct_out, geo, planar, kind, rows_per_job, margin_l, margin_r):
+                        y_direct, direct_out, geo, planar, rows_per_job, margin_l, margin_r):
         """``stream_in_place_path`` (channels-last, ``direct_out``, every y position on a 64-byte line):
         y is written with non-temporal stores straight from the registers, which skips the read
         for ownership of its lines, so the stores drain while the next blocks compute.
@@ -169,21 +171,21 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool]):
 
 
 @functools.lru_cache(maxsize=None)
-def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool]):
+def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
     """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
-    stream_rows, not direct_out) and its tap paths (``plan._tap_paths``: longest_row, nine):
-    numba prunes the branches a False flag rules out before typing them, so a call compiles only
+    stream_rows, not direct_out), its tap paths (``plan._tap_paths``: longest_row, nine) and the
+    element ``kind`` (as in ``_forward_kernel_for``), as constants: numba prunes the branches a False flag rules out before typing them, so a call compiles only
     the row code its plan runs (issue 23, cold start): the tap paths of ``_fill_plane_blocked``
     with ``stream`` = True for a dx streamed in place (beyond the cache), with False otherwise,
     never both, and only the filter rows its filter has. A branch that is kept is taken on the
     same conditions (``stream_in_place`` implies ``direct_out``)."""
-    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path, longest_row, nine = path
+    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not stream_in_place_path
 
     @njit(cache=True, nogil=True)
     def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx,
-                               dx_off, dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar, kind,
+                               dx_off, dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar,
                                rows_per_job, margin_l, margin_r):
         """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
         straight from the registers to dx (every position on a 64-byte line), so the stores drain
@@ -298,8 +300,10 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool]):
                         ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
                     if stream_rows_path and stream_rows and mult == 1:
                         _stream_row(acc, in_w * chans, dx, dx_row, kind)
+                    elif row_buffer_path and planar_path and not direct_out:
+                        _store_planar_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, kind)
                     elif row_buffer_path and not direct_out:
-                        _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, planar, kind,
+                        _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, kind,
                                       stream_rows)
             if stream_rows or stream_in_place:
                 simd.store_fence()  # the rows are visible before the chunk is reported done

@@ -60,7 +60,7 @@ def _pair_sums_run(acc, n, combined, dst, start, kind, stream):
     others go through ``combined`` and ``_store_run``)."""
 
 
-@overload(_pair_sums_run, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
+@overload(_pair_sums_run, jit_options={"_nrt": False}, prefer_literal=True)  # see row_njit in _fast/__init__
 def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     if isinstance(dst.dtype, types.Float):
         def vectors(acc, n, combined, dst, start, kind, stream):
@@ -84,27 +84,32 @@ def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
 
 
 @row_njit
-def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, planar, kind, stream):
-    """dx[ix, c] = sum over m (in order) of acc at (ix, c*M + m); ix = q*sw + r. ``stream`` (one
-    run, M = 2): non-temporal stores (``_streams_rows``)."""
+def _store_planar_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, kind):
+    """dx[c, ix] = sum over m (in order) of the planar row buffer at (c*M + m, ix); ix = q*sw + r."""
+    for c in range(chans):
+        if mult == 1:
+            plane, start = acc, c * sw * plane_len
+        else:
+            plane, start = combined, 0
+            plane0 = c * mult * sw * plane_len
+            for j in range(sw * plane_len):  # not a slice assignment, which needs numba's runtime
+                combined[j] = acc[plane0 + j]
+            for m in range(1, mult):
+                part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]
+                for j in range(sw * plane_len):
+                    combined[j] += part[j]
+        for r in range(min(sw, in_w)):
+            _store_run(plane, start + r * plane_len, (in_w - r + sw - 1) // sw, dx,
+                       base + c * dx_st[3] + r * dx_st[2], sw * dx_st[2], kind)
+
+
+@row_njit
+def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_len, kind, stream):
+    """dx[ix, c] = sum over m (in order) of the channels-last row buffer at (ix, c*M + m);
+    ix = q*sw + r. ``stream`` (one run, M = 2): non-temporal stores (``_streams_rows``). Planar
+    rows have a function of their own (``_store_planar_dx_row``), so that a kernel compiles the
+    writer of its layout only."""
     width = chans * mult
-    if planar:
-        for c in range(chans):
-            if mult == 1:
-                plane, start = acc, c * sw * plane_len
-            else:
-                plane, start = combined, 0
-                plane0 = c * mult * sw * plane_len
-                for j in range(sw * plane_len):  # not a slice assignment, which needs numba's runtime
-                    combined[j] = acc[plane0 + j]
-                for m in range(1, mult):
-                    part = acc[plane0 + m * sw * plane_len:plane0 + (m + 1) * sw * plane_len]
-                    for j in range(sw * plane_len):
-                        combined[j] += part[j]
-            for r in range(min(sw, in_w)):
-                _store_run(plane, start + r * plane_len, (in_w - r + sw - 1) // sw, dx,
-                           base + c * dx_st[3] + r * dx_st[2], sw * dx_st[2], kind)
-        return
     if sw == 1 and dx_st[3] == 1 and dx_st[2] == chans:  # one run: the row is [ix][c], acc [ix][c*M + m]
         if mult == 1:
             _store_run(acc, 0, in_w * chans, dx, base, 1, kind)
