@@ -45,11 +45,13 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
 
 
 @pytest.mark.parametrize("filter_rows, fw, stride, dil, width, dtype, expected", [
-    (3, 3, 1, 1, 48, np.float32, (3, False)),  # 192 bytes per position: not two whole vector pairs
+    (3, 3, 1, 1, 24, np.float32, (3, False)),  # not a whole number of vector pairs (16 or 8 lanes)
     (3, 3, 1, 1, 32, np.float32, (3, True)),
-    (3, 3, 1, 1, 64, np.float32, (3, True)),  # 256 bytes: two pairs of vectors
+    (3, 3, 1, 1, 64, np.float32, (3, True)),  # 256 bytes
     (3, 3, 1, 1, 96, np.float32, (3, False)),  # 384 bytes
     (3, 3, 1, 1, 16, np.float64, (3, True)),
+    (3, 3, 1, 1, 12, np.float64, (3, False)),
+    (3, 3, 1, 1, 7, np.float32, (0, False)),  # narrower than a vector
     (3, 3, 2, 1, 32, np.float32, (0, False)),  # filter rows of 2 and 1 taps per residue plane
     (5, 5, 2, 1, 32, np.float32, (3, True)),  # rows of 3 and 2 taps; 5 x 3 taps
     (5, 5, 1, 1, 64, np.float32, (5, True)),  # corners of 3 x 3 taps
@@ -57,16 +59,15 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
     (3, 3, 2, 2, 32, np.float32, (3, True)),  # ... unless the dilation divides the stride
     (1, 6, 1, 1, 32, np.float32, (5, False)),
     (2, 3, 1, 1, 32, np.float32, (3, False)),
-    (3, 3, 1, 1, 15, np.float32, (0, False)),  # narrower than a vector
-    (3, 3, 1, 1, 8, np.float64, (3, False)),
 ])
 def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
     """Which tap paths a channels-last call's kernel compiles (issue 23, cold start), derived by
-    hand: filter rows of 3 and 5 taps, 7 on AVX-512 targets only; 9 taps with their weights in
-    registers for rows of at most 256 bytes of whole pairs of 64-byte vectors."""
+    hand, the same on both vector widths: filter rows of 3 and 5 taps, 7 on AVX-512 targets only;
+    9 taps with their weights in registers for rows of at most 256 bytes of whole pairs of
+    vectors."""
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == expected
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
-    assert plan._tap_paths(7, 7, 1, 1, 48, np.float32, False) == (7 if codegen_target().avx512 else 5, False)
+    assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7 if codegen_target().avx512 else 5, False)
 
 
 @pytest.mark.parametrize("c, stride, weight, in_place", [(32, 1, 1.0, True), (48, 1, 1.0, False),

@@ -134,9 +134,10 @@ def test_store_first_writes_exactly_count_elements(monkeypatch, avx512):
 
     monkeypatch.setattr(simd, "codegen_target", lambda: replace(codegen_target(), avx512=avx512))
     kernel = _store_first_kernel()
-    for dtype, lanes in ((np.float32, 16), (np.float64, 8)):
+    for dtype in (np.float32, np.float64):
+        lanes = simd.VECTOR_BYTES // np.dtype(dtype).itemsize
         values = np.arange(1, lanes + 1, dtype=dtype)
-        for index, count in ((0, 0), (0, 1), (3, lanes - 1), (5, 7)):
+        for index, count in ((0, 0), (0, 1), (3, lanes - 1), (5, lanes // 2 + 1)):
             out = np.full(lanes + 8, -1.0, dtype)
             kernel(values, out, index, count)
             expected = np.full(lanes + 8, -1.0, dtype)

@@ -30,7 +30,7 @@ _BITS_AND_LIMIT = {
 # Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
 # three array-sizes over the memory bus instead of four. One store per 64-byte line (a whole
 # write-combining buffer at once): R1 0.95x, R2 0.89-0.91x the time of 32-byte stores (A/B).
-_VECTOR_BYTES = simd.VECTOR_BYTES
+_VECTOR_BYTES = simd.LINE_BYTES
 _STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
 # A dense select moving less than this runs on the calling thread while the helpers sleep: it

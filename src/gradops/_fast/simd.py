@@ -24,7 +24,11 @@ from numba.extending import intrinsic, models, register_model
 
 from .target import codegen_target
 
+# 64 bytes on every target: one AVX-512 register, two AVX2 ones. Every lane computes the same bits
+# whatever the width; 32-byte vectors at the AVX2 tier were faster for 5- and 7-tap filter rows
+# and slower for 3-tap rows and the filter gradient (docs/performance.md, "Depthwise").
 VECTOR_BYTES = 64
+LINE_BYTES = 64  # a cache line: what prefetches and non-temporal writes work in
 # Outputs at least this large are written with non-temporal stores (``store_stream``): a normal
 # store first reads the destination line (read for ownership), so a kernel reading one array and
 # writing one moves three array-sizes over the memory bus. Smaller outputs stay in the cache,
@@ -334,7 +338,7 @@ def _lines_of(prefetch_line, name: str):
     """``name(array, first, last)``: ``prefetch_line`` of each 64-byte line of ``array[first:last]``,
     one request a line apart from ``first``."""
     def lines(array, first, last):
-        line = VECTOR_BYTES // array.itemsize
+        line = LINE_BYTES // array.itemsize
         e = first
         while e < last:  # not range(first, last, line): its trip count costs a division per call
             prefetch_line(array, e)

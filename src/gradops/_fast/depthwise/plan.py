@@ -121,9 +121,9 @@ def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> b
 def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
     """Whether every channels-last position of a flat view starts on a 64-byte line and spans
     whole lines (unit channel stride)."""
-    line = simd.VECTOR_BYTES // buffer.itemsize
+    line = simd.LINE_BYTES // buffer.itemsize
     return bool(strides[3] == 1 and chans % line == 0 and all(s % line == 0 for s in strides[:3])
-                and (buffer.ctypes.data + offset * buffer.itemsize) % simd.VECTOR_BYTES == 0)
+                and (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES == 0)
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:

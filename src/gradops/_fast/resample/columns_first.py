@@ -106,7 +106,7 @@ def _combine4(dst, o, cc, b0, b1, b2, b3, w0, w1, w2, w3, zero, n, src, ahead, a
     lanes = simd.lanes(cc)
     z = simd.splat(cc, zero)
     v0, v1, v2, v3 = simd.splat(cc, w0), simd.splat(cc, w1), simd.splat(cc, w2), simd.splat(cc, w3)
-    per_vector = simd.line_share(row_elements, n // lanes, simd.VECTOR_BYTES // src.itemsize)
+    per_vector = simd.line_share(row_elements, n // lanes, simd.LINE_BYTES // src.itemsize)
     for k in range(n // lanes):
         _prefetch_part(src, ahead, ahead_rows, k * per_vector, min((k + 1) * per_vector, row_elements))
         e = np.uint64(k * lanes)

@@ -302,7 +302,7 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
     zero = np.float32(zero)
     n = np.uint64(units)
     slots = np.uint64(slot.shape[1])
-    per_column = simd.line_share(row_elements, columns, simd.VECTOR_BYTES // src.itemsize)
+    per_column = simd.line_share(row_elements, columns, simd.LINE_BYTES // src.itemsize)
     for j in range(columns):
         c = np.uint64(column0 + j)
         b = np.uint64(base + j * d3)
