@@ -5,6 +5,8 @@ import pytest
 
 pytest.importorskip("numba")
 
+from numba.core import caching  # noqa: E402
+
 from gradops import _fast  # noqa: E402
 from gradops._fast import relu  # noqa: E402
 from gradops._fast.depthwise import kernels  # noqa: E402
@@ -14,7 +16,7 @@ def test_a_kernel_is_stamped_with_the_whole_package():
     """Kernels of two different files share one stamp, where numba's own stamps (one per file) differ."""
     kernels_of_two_files = (relu._select_alone, kernels._planar_blocks_kernel)
     stamps = {kernel._cache._impl._locator.get_source_stamp() for kernel in kernels_of_two_files}
-    own_file_stamps = {_fast.caching.InTreeCacheLocator(kernel.py_func, kernel.py_func.__code__.co_filename)
+    own_file_stamps = {caching.InTreeCacheLocator(kernel.py_func, kernel.py_func.__code__.co_filename)
                        .get_source_stamp() for kernel in kernels_of_two_files}
     assert len(stamps) == 1 and len(own_file_stamps) == 2
     assert stamps.isdisjoint(own_file_stamps)
@@ -39,6 +41,6 @@ def test_the_stamp_changes_with_any_file_of_the_package(tmp_path, monkeypatch):
 def test_files_outside_the_package_keep_numbas_locators(tmp_path):
     outside = tmp_path / "user_module.py"
     outside.write_text("def f(): pass\n")
-    locator_classes = [c for c in _fast.caching.CacheImpl._locator_classes if issubclass(c, _fast._PackageStamp)]
+    locator_classes = [c for c in caching.CacheImpl._locator_classes if issubclass(c, _fast._PackageStamp)]
     assert len(locator_classes) == 3
     assert all(c.from_function(lambda: None, str(outside)) is None for c in locator_classes)

@@ -34,11 +34,11 @@ Compile time (a first call from an empty cache; ``gradops examples`` on a fresh 
   (``depthwise/planes.py``); a 3x3 backprop input compiles in about a third of the time of all
   row sizes in both directions.
 * Functions called once per row or row segment (not inlined) are compiled without numba's
-  reference counting (``njit(_nrt=False)``, ``row_njit`` below): at each such call numba
+  reference counting (``row_njit``, ``numba_internals.NO_REFCOUNT``): at each such call numba
   otherwise increments and decrements the reference count of every array argument, atomic
   operations on counters that both threads share, which made the cache line holding them travel
   between the cores (docs/performance.md has the measurements). Overloads called per row take
-  ``jit_options={"_nrt": False}`` (resample's ``_columns_first``, a ``*args`` wrapper passing 14
+  ``jit_options=NO_REFCOUNT`` (resample's ``_columns_first``, a ``*args`` wrapper passing 14
   arrays; depthwise ``_pair_sums_run``). Such functions cannot allocate (numba refuses to compile
   one that does); their callers keep the arrays alive.
 """
@@ -52,10 +52,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from numba import njit, types
-from numba.core import caching, event
+from numba import types
+from numba.core import event
 
-row_njit = njit(_nrt=False)
+from .numba_internals import add_cache_locators, row_njit  # noqa: F401 (row_njit: for the kernel modules)
 
 log = logging.getLogger("gradops")
 
@@ -142,7 +142,5 @@ class _PackageStamp:
 
 # Registered before any kernel is defined: numba picks a function's locator when ``cache=True``
 # is applied, at import of the module that defines it.
-caching.CacheImpl._locator_classes[:0] = [
-    type(f"GradopsPackage{base.__name__}", (_PackageStamp, base), {})
-    for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+add_cache_locators(_PackageStamp)
 

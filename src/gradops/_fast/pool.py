@@ -42,9 +42,9 @@ import numpy as np
 from numba import get_num_threads, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from numba.np.ufunc import parallel as numba_parallel
 
 from .._output_cache import lent
+from .numba_internals import native_thread_count
 
 # Chunks of work items per thread, claimed dynamically: enough to even out items of unequal cost
 # and threads that start late, few enough that claiming costs nothing.
@@ -170,8 +170,7 @@ def thread_count() -> int:
     global _read_thread_count
     if _read_thread_count is None:
         get_num_threads()  # starts the threading layer
-        getter = getattr(numba_parallel, "_get_num_threads", None)
-        _read_thread_count = getter if callable(getter) else get_num_threads
+        _read_thread_count = native_thread_count() or get_num_threads
     return _read_thread_count()
 
 

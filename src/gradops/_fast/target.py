@@ -67,17 +67,17 @@ def _assembly(ir_text: str, cpu: str, features: str) -> str:
 
 @cache
 def codegen_target() -> Target:
-    import numba  # noqa: F401  (numba.config reads NUMBA_CPU_NAME / NUMBA_CPU_FEATURES)
-    from numba.core import config
+    from .numba_internals import codegen_cpu
 
-    cpu = config.CPU_NAME or binding.get_host_cpu_name()
+    cpu_name, cpu_features = codegen_cpu()
+    cpu = cpu_name or binding.get_host_cpu_name()
     if not _X86:
         arm64 = platform.machine().lower() in ("aarch64", "arm64")
-        return Target(cpu, config.CPU_FEATURES or "", half=arm64, avx512=False)
-    if config.CPU_NAME is None:  # the host, whose features LLVM lists (no probe: free at start-up)
+        return Target(cpu, cpu_features or "", half=arm64, avx512=False)
+    if cpu_name is None:  # the host, whose features LLVM lists (no probe: free at start-up)
         host = binding.get_host_cpu_features()
         return Target(cpu, host.flatten(), half=bool(host.get("f16c")), avx512=bool(host.get("avx512f")))
-    features = config.CPU_FEATURES or ""
+    features = cpu_features or ""
     half = "vcvtps2ph" in _assembly(_HALF_PROBE, cpu, features)
     avx512 = "zmm" in _assembly(_WIDE_PROBE, cpu, features)
     return Target(cpu, features, half=half, avx512=avx512)

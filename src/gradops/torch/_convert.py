@@ -88,11 +88,12 @@ def keep_openmp_to_torch() -> None:
     import warnings
 
     import numba
-    from numba.np.ufunc import parallel as numba_parallel
+
+    from .._fast.numba_internals import threading_layer_started
 
     if os.environ.get("NUMBA_THREADING_LAYER"):
         return
-    if not numba_parallel._is_initialized:
+    if not threading_layer_started():
         numba.config.THREADING_LAYER = "workqueue"
     elif numba.threading_layer() == "omp":
         warnings.warn("numba's OpenMP threading layer started before gradops.torch was imported; it shares "

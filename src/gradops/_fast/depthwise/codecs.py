@@ -20,6 +20,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import half, simd
+from ..numba_internals import variable_type
 
 _FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
 _HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
@@ -128,7 +129,7 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
 def _inline_float_stores(expr, caller_info, callee_info) -> bool:
     """Inline ``_store_run`` into float outputs only (the half encoders, inlined, trip an internal
     numba IR check)."""
-    return isinstance(callee_info.typemap["dst"].dtype, types.Float)
+    return isinstance(variable_type(callee_info, "dst").dtype, types.Float)
 
 
 @overload(_store_run, inline=_inline_float_stores, prefer_literal=True)

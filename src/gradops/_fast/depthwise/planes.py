@@ -24,6 +24,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import row_njit, simd
+from ..numba_internals import NO_REFCOUNT
 from .plan import _WEIGHTS_IN_REGISTERS_BYTES
 from .rows import _filter_rows, _taps9_2x2, _taps9_rows_for, _taps_rows_for
 from .taps import _scaled1, _scaled4, _taps_blocked
@@ -68,7 +69,7 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
     raise NotImplementedError("compiled by numba only")
 
 
-@overload(_fill_plane_blocked, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
+@overload(_fill_plane_blocked, jit_options=NO_REFCOUNT)  # see row_njit in _fast/__init__
 def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
                               stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
     """``_fill_plane_blocked`` for one set of tap paths: a segment whose taps come in filter rows

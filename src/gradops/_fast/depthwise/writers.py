@@ -10,6 +10,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import half, row_njit, simd
+from ..numba_internals import NO_REFCOUNT
 from .codecs import _put, _store_run
 
 
@@ -60,7 +61,7 @@ def _pair_sums_run(acc, n, combined, dst, start, kind, stream):
     others go through ``combined`` and ``_store_run``)."""
 
 
-@overload(_pair_sums_run, jit_options={"_nrt": False}, prefer_literal=True)  # see row_njit in _fast/__init__
+@overload(_pair_sums_run, jit_options=NO_REFCOUNT, prefer_literal=True)  # see row_njit in _fast/__init__
 def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     if isinstance(dst.dtype, types.Float):
         def vectors(acc, n, combined, dst, start, kind, stream):

@@ -62,8 +62,8 @@ Modules, by layer (docs/architecture.md follows a call through them):
 * writers of step 2: ``writers.py`` (row stores, direct pixels, streaming stores);
 * microkernels: ``rows.py`` (step 1, the row sum), ``affine.py`` (affine spans),
   ``columns_first.py`` (the float16 columns-first path);
-* numba plumbing: ``codecs.py`` (float32 / float16 element access overloads), ``compiler.py``
-  (the ``noalias`` pipeline).
+* numba plumbing: ``codecs.py`` (float32 / float16 element access overloads); the ``noalias``
+  pipeline is ``_fast/numba_internals.NoAliasCompiler``.
 
 This module holds the entry points the rest of gradops calls (``resample_forward``,
 ``resample_backward``); they run the kernels through this module's global ``share``

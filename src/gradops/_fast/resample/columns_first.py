@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import half, simd
-from .compiler import _NoAliasCompiler
+from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .rows import _four_terms, _prefetch_part, _sum_rows, _weighted_slots4
 from .writers import _store_run
 
@@ -117,7 +117,7 @@ def _combine4(dst, o, cc, b0, b1, b2, b3, w0, w1, w2, w3, zero, n, src, ahead, a
             simd.store_half(dst, o + e, value)
 
 
-@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler, _nrt=False)
+@njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
 def _half_columns_first(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base, ring_next, row_sum, units,
                         slot, weight, first, columns, affine, affine_base, affine_weight, zero, stream, ahead,
                         ahead_rows, row_elements):
@@ -169,7 +169,7 @@ def _columns_first(*args):
     kernels do not compile it."""
 
 
-@overload(_columns_first, jit_options={"_nrt": False})  # see row_njit in _fast/__init__
+@overload(_columns_first, jit_options=NO_REFCOUNT)  # see row_njit in _fast/__init__
 def _columns_first_impl(*args):
     if args[2].dtype == types.uint16 and half.HARDWARE_HALF:
         return lambda *args: _half_columns_first(*args)

@@ -18,11 +18,11 @@ import numpy as np
 from numba import njit
 
 from .. import simd
+from ..numba_internals import NoAliasCompiler
 from ..pool import begin, claim, end, finish
 from .affine import _store_affine
 from .codecs import _float32
 from .columns_first import _columns_first
-from .compiler import _NoAliasCompiler
 from .rows import _consecutive_slots, _sum_rows
 from .tuning import PREFETCH_SOURCE_BYTES
 from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units
@@ -62,7 +62,7 @@ def _contract_kernel(path: tuple[bool, bool, bool, bool, bool]):
     of their free variables)."""
     columns_first_path, direct_path, pixel_sums_path, identity_path, affine_path = path
 
-    @njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler)
+    @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler)
     def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
                   ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
                   block_columns, block_first, block_count, column_identity, slot, slot_weight,

@@ -22,9 +22,9 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import half, simd
+from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _masked, _masked_sum
 from .codecs import _load, _store
-from .compiler import _NoAliasCompiler
 from .rows import _pixel_sums, _prefetch_part, _slots4, _weighted_slots4
 
 
@@ -244,7 +244,7 @@ def _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, colum
 
 # Per-row functions: no reference counting of their array arguments (``_nrt=False``, see
 # ``_fast/__init__``).
-@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler, _nrt=False)
+@njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
 def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, weighted, zero,
                   stream):
     """``_direct_units`` for one or two source rows and one or two slots. Called once per row and
@@ -280,7 +280,7 @@ def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, col
                     stream)
 
 
-@njit(nogil=True, cache=True, pipeline_class=_NoAliasCompiler, _nrt=False)
+@njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
 def _store_pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector, zero):
     """``_pixel_sums``, called once per row and not inlined (as ``_store_direct``)."""
     _pixel_sums(dst, base, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,

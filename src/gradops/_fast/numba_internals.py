@@ -1,0 +1,76 @@
+"""Every numba internal gradops relies on, in one place (issue 23): numba's public API has no way
+to say these things, so a numba release that changes one of them is adapted to here alone.
+``pyproject.toml`` pins numba to the range CI tests.
+
+* ``NoAliasCompiler``: a compiler pipeline with LLVM ``noalias`` on the array arguments (the fast
+  resample's kernels and per-row functions).
+* ``add_cache_locators``: numba's disk-cache locators, which ``_fast/__init__`` extends to stamp
+  every kernel with a digest of the package's sources.
+* ``native_thread_count``: the threading layer's C getter behind ``numba.get_num_threads()``
+  (``pool.thread_count``).
+* ``threading_layer_started``: whether numba's threading layer is up (``gradops.torch``).
+* ``codegen_cpu``: the CPU name and features numba generates code for (``target.codegen_target``).
+* ``variable_type``: the type of a variable of an inlining candidate, for ``inline=`` cost
+  functions (the depthwise codecs).
+* ``NO_REFCOUNT``: the jit option that compiles a function without reference counting of its
+  array arguments (``_fast/__init__`` says why), and ``row_njit``, ``njit`` with it.
+
+numba's documented extension API (``numba.extending``, ``numba.core.cgutils`` in intrinsics, the
+``numba.core.event`` listeners) is used where it is needed, not here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numba
+from numba import njit
+from numba.core import caching
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.np.ufunc import parallel as _parallel
+
+
+NO_REFCOUNT = {"_nrt": False}
+row_njit = njit(**NO_REFCOUNT)
+
+
+class NoAliasCompiler(CompilerBase):
+    """numba's nopython pipeline, with LLVM ``noalias`` on the array arguments: ``dst`` never
+    overlaps ``src`` (callers reject such an ``out``) and the scratch rows are private, so LLVM
+    can drop the runtime alias checks of the short row loops. Passed as ``pipeline_class``."""
+
+    def define_pipelines(self):
+        self.state.flags.noalias = True
+        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]
+
+
+def add_cache_locators(mixin: type) -> None:
+    """Put ``mixin`` in front of each of numba's file-backed cache locators (the same cache
+    folders, in numba's order), ahead of numba's own. Must run before any ``cache=True`` function
+    is defined: numba picks a function's locator then."""
+    caching.CacheImpl._locator_classes[:0] = [
+        type(f"Gradops{base.__name__}", (mixin, base), {})
+        for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+
+
+def native_thread_count() -> Callable[[], int] | None:
+    """The threading layer's own getter of this thread's ``numba.get_num_threads()``, without the
+    public function's locks (None where numba has none). The layer must be up."""
+    getter = getattr(_parallel, "_get_num_threads", None)
+    return getter if callable(getter) else None
+
+
+def threading_layer_started() -> bool:
+    """Whether numba has started its threading layer (after which it cannot be chosen)."""
+    return bool(_parallel._is_initialized)
+
+
+def codegen_cpu() -> tuple[str | None, str | None]:
+    """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` as numba read them (None: the host's)."""
+    return numba.config.CPU_NAME, numba.config.CPU_FEATURES
+
+
+def variable_type(info, name: str):
+    """The type of variable ``name`` in the ``caller_info`` / ``callee_info`` that numba passes to
+    an ``inline=`` cost function."""
+    return info.typemap[name]
