@@ -50,10 +50,10 @@ from ..strided import element_aligned
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, _accumulator, _direct_rows, _filter_chunks,
-                   _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows,
-                   _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows, _tap_paths, _tap_shifts,
-                   _weights, _zero_margins)
+from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, PlanarBlocks, _accumulator, _direct_rows,
+                   _filter_chunks, _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view,
+                   _live_taps, _no_rows, _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows,
+                   _tap_paths, _tap_shifts, _weights, _zero_margins)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -65,7 +65,7 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
     """``sizes``: (batch, out_h, out_w, src_h, src_w, out planes, M); jobs of ``_planar_block_rows`` rows."""
     batch, out_h, out_w, src_h, src_w, planes, mult = sizes
     block_rows = _planar_block_rows(out_h, out_w, shift_x)
-    geo = np.array([batch, out_h, out_w, src_h, src_w, planes, mult, block_rows], dtype=np.int64)
+    geo = PlanarBlocks(*map(int, (batch, out_h, out_w, src_h, src_w, planes, mult, block_rows)))
     share(_planar_blocks_kernel, batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src, src_off,
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 

@@ -321,8 +321,7 @@ def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_
     whole block: with finite weights a tap reaching the zero margin adds w * 0 = +-0, which leaves
     a sum that started at +0 unchanged, i.e. exactly as if the tap were skipped. Backprop input sums
     each of the M source planes of dx plane c separately, then adds the partial sums in m order."""
-    n_batch, out_h, out_w, src_h, src_w, planes, mult, block_rows = (geo[0], geo[1], geo[2], geo[3], geo[4],
-                                                                     geo[5], geo[6], geo[7])
+    n_batch, out_h, out_w, src_h, src_w, planes, mult, block_rows = geo  # plan.PlanarBlocks
     width = wv.size // shift_y.size  # C*M: columns of the [tap][k] weight table
     taps = shift_y.size
     y_lo, y_hi, x_lo, x_hi = shift_y.min(), shift_y.max(), shift_x.min(), shift_x.max()

@@ -255,6 +255,21 @@ class Geometry(NamedTuple):
     pitch: int = 0
 
 
+class PlanarBlocks(NamedTuple):
+    """The sizes ``_planar_blocks_kernel`` reads (its ``geo`` argument): the batch, the output
+    and source planes' heights and widths, the number of output planes, M, and the rows per job
+    (``_planar_block_rows``). A record of int64 for numba, unpacked in one line."""
+
+    batch: int
+    out_h: int
+    out_w: int
+    src_h: int
+    src_w: int
+    planes: int
+    mult: int
+    block_rows: int
+
+
 def _geometry(*sizes: int) -> Geometry:
     """The kernels' ``Geometry`` of ``sizes`` (Python ints: numba types the record as int64)."""
     return Geometry(*map(int, sizes))
