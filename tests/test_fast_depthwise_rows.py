@@ -67,7 +67,21 @@ def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
     vectors."""
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == expected
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
+
+
+def test_seven_tap_rows_on_avx512_targets_only():
+    """7-tap filter rows have a path of their own where 32 vector registers hold its blocks;
+    elsewhere a 7x7 filter takes the 5- and 3-tap paths of its edge segments."""
     assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7 if codegen_target().avx512 else 5, False)
+
+
+@pytest.mark.parametrize("taps, stride, dilation, expected", [(3, 1, 1, 3), (3, 2, 1, 2), (5, 2, 1, 3), (3, 2, 2, 3),
+                                                              (3, 1, 2, 3), (7, 3, 1, 3), (5, 4, 2, 3)])
+def test_taps_per_plane(taps, stride, dilation, expected):
+    """Residue plane r of a stride holds the taps whose offset ``tap * dilation`` is r modulo the
+    stride: counted here by brute force over every residue."""
+    assert max(sum(1 for t in range(taps) if t * dilation % stride == r) for r in range(stride)) == expected
+    assert plan._taps_per_plane(taps, stride, dilation) == expected
 
 
 @pytest.mark.parametrize("c, stride, weight, in_place", [(32, 1, 1.0, True), (48, 1, 1.0, False),

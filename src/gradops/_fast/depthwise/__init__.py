@@ -38,7 +38,6 @@ recompiles it.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Callable
 
 import numpy as np
@@ -53,7 +52,7 @@ from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_bl
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, PlanarBlocks, _accumulator, _direct_rows,
                    _filter_chunks, _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view,
                    _live_taps, _no_rows, _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows,
-                   _tap_paths, _tap_shifts, _weights, _zero_margins)
+                   _tap_paths, _tap_shifts, _taps_per_plane, _weights, _zero_margins)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -214,8 +213,8 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out,
-                                         *_tap_paths(-(-fh // (stride_h // math.gcd(stride_h, dil_h))), fw, stride_w,
-                                                     dil_w, width, acc, planar), _HALF_KINDS.get(out.dtype, _FLOAT)))
+                                         *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width,
+                                                     acc, planar), _HALF_KINDS.get(out.dtype, _FLOAT)))
     share(kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
           dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
           dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,

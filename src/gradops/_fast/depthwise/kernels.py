@@ -26,7 +26,7 @@ from numba import njit
 from .. import simd
 from ..pool import begin, claim, end, finish
 from .codecs import _load_run, _store_run
-from .plan import _LINE, _PREFETCH_STAGED_BYTES
+from .plan import _PREFETCH_STAGED_BYTES
 from .planes import _fill_plane_blocked, _fill_plane_scaled
 from .staging import _clear_margins, _column_taps, _stage_channels_last, _stage_planar
 from .taps import _scaled1, _scaled4
@@ -38,10 +38,10 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
     """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), its tap
     paths (``plan._tap_paths``: longest_row, nine) and the element ``kind`` (``codecs``: float,
     or which half type, so that a half kernel carries one type's conversions), as constants:
-    numba prunes the branches a flag rules out
-    before typing them, so a call compiles only its layout's row code, with ``stream`` = True in
-    the tap paths of ``_fill_plane_blocked`` for a y streamed in place (beyond the cache), with
-    False otherwise, never both, and only the filter rows its filter has (issue 23, cold start)."""
+    numba prunes the branches a flag rules out before typing them, so a call compiles only its
+    layout's row code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y
+    streamed in place (beyond the cache), with False otherwise, never both, and only the filter
+    rows its filter has (issue 23, cold start)."""
     planar_path, stream_in_place_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not (planar_path or stream_in_place_path)
@@ -60,7 +60,7 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, pitch = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
-        line = _LINE // wv.itemsize
+        line = simd.LINE_BYTES // wv.itemsize
         row_len = ((pitch if not planar else chans) * (margin_l + sw * plane_len + margin_r) + line - 1) // line * line
         # distinct x rows one output row reads, and never more than x has (a dilation may exceed it)
         ring_rows = min((fh - 1) * dh + 1, in_h)
@@ -84,7 +84,7 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
                 oy0 = (job - b * jobs_per_image) * rows_per_job
                 oy1 = min(out_h, oy0 + rows_per_job)
                 ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
-                ring0 = 0 if direct_in else (-ring.ctypes.data) % _LINE // wv.itemsize  # first row on a line
+                ring0 = 0 if direct_in else (-ring.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # first row on a line
                 tags = np.full(ring_rows, -1, np.int64)
                 _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)
                 src = x_direct if direct_in else ring
@@ -174,11 +174,12 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
 def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
     """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
     stream_rows, not direct_out), its tap paths (``plan._tap_paths``: longest_row, nine) and the
-    element ``kind`` (as in ``_forward_kernel_for``), as constants: numba prunes the branches a False flag rules out before typing them, so a call compiles only
-    the row code its plan runs (issue 23, cold start): the tap paths of ``_fill_plane_blocked``
-    with ``stream`` = True for a dx streamed in place (beyond the cache), with False otherwise,
-    never both, and only the filter rows its filter has. A branch that is kept is taken on the
-    same conditions (``stream_in_place`` implies ``direct_out``)."""
+    element ``kind`` (as in ``_forward_kernel_for``), as constants: numba prunes the branches a
+    False flag rules out before typing them, so a call compiles only the row code its plan runs
+    (issue 23, cold start): the tap paths of ``_fill_plane_blocked`` with ``stream`` = True for a
+    dx streamed in place (beyond the cache), with False otherwise, never both, and only the
+    filter rows its filter has. A branch that is kept is taken on the same conditions
+    (``stream_in_place`` implies ``direct_out``)."""
     planar_path, stream_in_place_path, stream_rows_path, row_buffer_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not stream_in_place_path

@@ -19,7 +19,7 @@ from numba import njit
 
 from .. import row_njit, simd
 from ..target import codegen_target
-from .plan import _LANES, _LINE
+from .plan import _LANES
 
 # Lanes held in registers per tap and vector of channels: 8 where the target has 32 vector
 # registers (AVX-512), 4 with 16 (AVX2), where 8 would spill. A constant of the target, as
@@ -112,7 +112,7 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
     vectors = width - width % v
     taps = lo.size
     group = 8 if _EIGHT_LANES else 4
-    line = _LINE // d.itemsize
+    line = simd.LINE_BYTES // d.itemsize
     d_share = simd.line_share(d_next_n, vectors // v * taps, line)
     x_share = simd.line_share(x_next_n, vectors // v * taps, line)
     requested = 0

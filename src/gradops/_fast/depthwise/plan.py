@@ -31,7 +31,6 @@ from ..strided import aligned_input, flat_view
 from ..target import codegen_target, data_cache_bytes
 from .codecs import _HALF_KINDS
 
-_LINE = 64  # bytes per cache line
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
 _JOBS_PER_THREAD = 16
@@ -132,8 +131,8 @@ def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
     vector load of the row kernels spans two lines."""
     fh, fw, chans, mult = filt.shape
     size = np.dtype(acc).itemsize
-    raw = np.zeros(fh * fw * pitch + _LINE // size, acc)
-    start = (-raw.ctypes.data) % _LINE // size
+    raw = np.zeros(fh * fw * pitch + simd.LINE_BYTES // size, acc)
+    start = (-raw.ctypes.data) % simd.LINE_BYTES // size
     table = raw[start:start + fh * fw * pitch].reshape(fh * fw, pitch)
     table[:, :chans * mult] = filt.reshape(fh * fw, chans * mult)
     return table.reshape(-1)
@@ -150,24 +149,31 @@ def _pitch(width: int, acc: type, planar: bool) -> int:
     return width + 64 // size
 
 
+def _taps_per_plane(taps: int, stride: int, dilation: int) -> int:
+    """The most taps of one filter axis of ``taps`` that one residue plane holds: every
+    (stride / gcd(stride, dilation))-th. Vertically, in the adjoint, the filter rows that reach
+    one dx row."""
+    return -(-taps // (stride // math.gcd(stride, dilation)))
+
+
 def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int, acc: type,
                planar: bool) -> tuple[int, bool]:
     """Which channels-last tap paths a forward or backprop-input call may take (``planes.
     _fill_plane_blocked``), so that its kernel compiles those and no others: ``longest_row``, the
     largest of ``_ROW_SIZES`` that a residue plane's filter rows can have (0: none), and ``nine``,
     whether a segment can have 9 taps that keep their weights in registers. ``filter_rows``: the
-    most filter rows that reach one output row. A residue plane holds every
-    (stride / gcd(stride, dilation))-th tap of a filter row, and they read consecutive positions
-    when the dilation divides the stride; segments at the edges hold fewer taps. Rows narrower
+    most filter rows that reach one output row. A residue plane holds ``_taps_per_plane`` taps of
+    a filter row, which read consecutive positions when the dilation divides the stride; segments
+    at the edges hold fewer taps. Rows narrower
     than a vector take none of these paths. A segment that these rule out gets the same bits from
     ``taps._taps_blocked``."""
-    lanes = simd.VECTOR_BYTES // np.dtype(acc).itemsize
+    itemsize = np.dtype(acc).itemsize
+    lanes = simd.VECTOR_BYTES // itemsize
     if planar or width < lanes:  # the row paths compute whole vectors of channels
         return 0, False
-    row_taps = -(-fw // (stride_w // math.gcd(stride_w, dil_w)))
+    row_taps = _taps_per_plane(fw, stride_w, dil_w)
     longest_row = max((size for size in _ROW_SIZES if size <= row_taps), default=0) if stride_w % dil_w == 0 else 0
-    nine = (filter_rows * row_taps >= 9 and width * np.dtype(acc).itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
-            and width % (2 * lanes) == 0)
+    nine = filter_rows * row_taps >= 9 and width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES and width % (2 * lanes) == 0
     return longest_row, nine
 
 
@@ -202,7 +208,7 @@ def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w
     channels-last rows are read in place (``direct``); at most a chunk's rows."""
     if not direct:
         return 1
-    budget = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // _LINE
+    budget = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // simd.LINE_BYTES
     rows = 1
     while rows < chunk_rows and (rows + 1) * out_w + (rows * sh + (fh - 1) * dh + 1) * in_w <= budget:
         rows += 1

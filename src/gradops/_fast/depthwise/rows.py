@@ -28,7 +28,7 @@ from numba import njit
 
 from .. import row_njit, simd
 from .codecs import _put
-from .plan import _LINE, _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
+from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
 from .taps import _channel_tail
 
 @njit(inline="always")
@@ -273,7 +273,7 @@ def _taps_rows_for(size: int, ascending: bool):
         blocked = n_pos if sevens else n_pos // 8 * 8
         overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
         n_blocks = blocked // positions + overlap
-        share = simd.line_share(ahead_n, n_blocks * (width // lanes), _LINE // ahead_src.itemsize)
+        share = simd.line_share(ahead_n, n_blocks * (width // lanes), simd.LINE_BYTES // ahead_src.itemsize)
         requested = 0
         for block in range(n_blocks):
             q = min(positions * block, n_pos - positions)
@@ -282,7 +282,7 @@ def _taps_rows_for(size: int, ascending: bool):
                 last = count // size - 1
                 for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
                     ahead = low[r] + _PREFETCH_POSITIONS * pitch
-                    for e in range(ahead, min(ahead + 8 * pitch, src.size), _LINE // src.itemsize):
+                    for e in range(ahead, min(ahead + 8 * pitch, src.size), simd.LINE_BYTES // src.itemsize):
                         simd.prefetch(src, e)
             j = 0
             while j + lanes <= width:
@@ -389,7 +389,7 @@ def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascendin
     """Positions q, q + 1, ... < ``stop`` of ``_taps9_rows`` two at a time for vectors j, j + lanes;
     ``low``: the lowest position each filter row reads, ``w`` / ``v``: the 9 weight vectors of
     each vector."""
-    line = _LINE // src.itemsize
+    line = simd.LINE_BYTES // src.itemsize
     # The row that is new for this output row: the last filter row forward, the first adjoint.
     ahead = (low[2] if ascending else low[0]) + _PREFETCH_AHEAD_BYTES // src.itemsize
     while q + 2 <= stop:
@@ -433,7 +433,7 @@ def _taps9_rows_for(ascending: bool):
         _lowest_positions(low, so, 9, 3 if ascending else -3, 0, pitch)
         stop = n_pos // 2 * 2
         parts = -(-stop // _NINE_POSITIONS)
-        share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), _LINE // ahead_src.itemsize)
+        share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), simd.LINE_BYTES // ahead_src.itemsize)
         requested = 0
         for j in range(0, width, 2 * lanes):
             w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
