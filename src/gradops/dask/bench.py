@@ -1,22 +1,27 @@
 """Dask path against the in-memory call, on data that fits (issue 26's benchmark).
 
-    python -m gradops.dask.bench --gib 2 --chunk-mib 64 128 256
+    python -m gradops.dask.bench --gib 2 --chunk-mib 64 256
 
 For each workload, the same arrays are processed by the in-memory NumPy call (the fast
 backend, ``--threads`` threads, in this process) and by the gradops.dask call on a
 LocalCluster of ``--workers`` worker processes with 1 thread each, the input already in the
-workers' memory (generated there, persisted) and the result kept there (``persist``), so that
-both sides time the operator and not a transfer to or from this process. Each side's median of
-``--reps`` runs is reported as throughput (GiB of input + output per second), the in-memory
-call both with a fresh output (as it is usually called; a 2 GiB output is larger than gradops'
-cache of released buffers, so each call faults in new pages) and with ``out=`` (a preallocated
-output), and the ratio dask time / in-memory ``out=`` time (overhead = ratio - 1). The dask result is checked bit for bit against the
-in-memory one, block by block, before timing.
+workers' memory (generated there, persisted, one copy) and the result kept there (``persist``),
+so that both sides time the operator and not a transfer to or from this process. Each side's
+median of ``--reps`` runs is reported as throughput (GiB of input + output per second), the
+in-memory call both with a fresh output (as it is usually called; an output larger than
+gradops' cache of released buffers, ``GRADOPS_OUTPUT_CACHE_MB``, faults in new pages) and with
+``out=`` (a preallocated output), and the ratio dask time / in-memory ``out=`` time (overhead =
+ratio - 1). Each timed dask run computes the same graph again: it starts once the workers have
+released the last run's result. The workers' outputs come from their own caches of released
+buffers, so a worker holding more than ``GRADOPS_OUTPUT_CACHE_MB`` of results faults in pages
+for the rest (set it in the environment to change it on both sides). The dask result is
+checked bit for bit against the in-memory one, block by block, before timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from dataclasses import dataclass
@@ -70,10 +75,6 @@ def _chunks(shape: tuple[int, ...], rows_axis: int, chunk_bytes: int) -> tuple:
         return (max(1, chunk_bytes // image),) + (-1,) * (len(shape) - 1)
     rows = max(1, chunk_bytes // (image // shape[rows_axis]))
     return (1,) + tuple(rows if axis == rows_axis else -1 for axis in range(1, len(shape)))
-
-
-def _same(block: np.ndarray) -> np.ndarray:
-    return block
 
 
 def _keys(array) -> set:
@@ -131,11 +132,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and workload.name not in args.only:
                 continue
             shape = workload.source_shape(args.gib)
-            # Generated on the workers and brought here once: embedding a NumPy array in the
-            # graph would pickle it whole (and hold several copies in this process).
-            generated = client.persist(da.random.default_rng(0).random(shape, dtype=np.float32,
-                                                                        chunks=(1,) + shape[1:]) - np.float32(0.5))
-            source = generated.compute()
+            sources = itertools.count()  # a new name per generation: the old one's keys may linger
+
+            def generated(chunks: tuple) -> da.Array:
+                """The same values at any chunking, generated on the workers, held there once: a
+                NumPy array embedded in the graph would be pickled whole, and a second copy held
+                on the workers would push them towards spilling to disk."""
+                images = da.random.default_rng(0).random(shape, dtype=np.float32, chunks=(1,) + shape[1:])
+                centred = images.map_blocks(np.subtract, np.float32(0.5), name=f"bench-source-{next(sources)}")
+                return client.persist(centred.rechunk(chunks))
+
+            source = generated((1,) + shape[1:]).compute()
             expected = workload.numpy_call(source)
             fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
             out = np.empty_like(expected)
@@ -144,27 +151,22 @@ def main(argv: list[str] | None = None) -> int:
             moved = (source.nbytes + expected.nbytes) / GIB
             for chunk_mib in args.chunk_mib:
                 chunks = _chunks(shape, workload.rows_axis, int(chunk_mib * MIB))
-                data = client.persist(generated.rechunk(chunks))
+                data = generated(chunks)
                 wait(data)
-                result = workload.dask_call(data)
-                got = result.compute()
+                got = workload.dask_call(data).compute()
                 if not np.array_equal(got.view(np.uint32), expected.view(np.uint32)):
                     raise SystemExit(f"{workload.name}: the dask result differs from the in-memory call")
-
-                runs = iter(range(1 << 30))
                 held: list = []
 
                 def run() -> None:
-                    # A new name for the input (the same blocks) makes new result keys, so the
-                    # cluster computes them again instead of finding them in memory.
-                    renamed = data.map_blocks(_same, dtype=data.dtype, name=f"bench-input-{next(runs)}")
-                    result = client.persist(workload.dask_call(renamed))
+                    result = client.persist(workload.dask_call(data))
                     wait(result)
                     held.append(result)
 
-                def release() -> None:  # between timed runs, as the in-memory side drops its result
-                    keys = _keys(held.pop())
-                    _until_released(client, keys)
+                def release() -> None:
+                    """Between timed runs, as the in-memory side drops its result. Once no
+                    worker holds the result, the same graph is computed again, not found."""
+                    _until_released(client, _keys(held.pop()))
 
                 run()  # warm-up: every worker has loaded the kernels
                 release()
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
                       f"{on_dask / in_memory:.2f} |", flush=True)
                 del data, got
-            del generated, source, expected
+            del source, expected
     return 0
 
 
