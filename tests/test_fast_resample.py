@@ -321,3 +321,34 @@ def test_public_gradient_uses_these_kernels(monkeypatch):
     transposed = [dense(index, weight, n).T for (index, weight), n in zip(taps, (2, 3, 6, 4))]
     abs_sum = apply_axes([np.abs(m) for m in transposed], np.abs(dy.astype(np.float64)))
     assert_close(dx, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
+
+
+def test_contract_plan_of_a_nearest_twofold_gradient():
+    """The plan alone, no kernel run: the gradient of nearest 2x upsampling of an NHWC image
+    [1, 2, 3, 8] -> [1, 4, 6, 8]. Hand-derived: forward output o reads input o // 2 (weight 1), so
+    dx row i gathers dy rows 2i and 2i + 1, and dx column j dy columns 2j and 2j + 1. C is not
+    resampled and is the unit axis, W the column axis, H the last outer axis."""
+    from gradops._fast.resample.plan import _contract_plan
+    from gradops._resample_plan import tap_key
+
+    def taps(n_out: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        index = np.zeros((n_out, 2), np.int64)
+        index[:, 0] = np.arange(n_out) // step
+        weight = np.zeros((n_out, 2), np.float32)
+        weight[:, 0] = 1
+        return index, weight
+
+    dy, dx = np.zeros((1, 4, 6, 8), np.float32), np.zeros((1, 2, 3, 8), np.float32)
+    keys = tuple(tap_key(*t) for t in (taps(1, 1), taps(4, 2), taps(6, 2), taps(8, 1)))
+    _, items, _, _, plan, record, path = _contract_plan(True, dy.shape, dy.strides, dx.shape, dx.strides, 4, keys)
+    assert record == tuple(plan)
+    assert list(plan.dst_shape) == [1, 1, 2, 3, 8] and items == 2  # 2 dx rows, one column block
+    assert list(plan.src_strides[2:]) == [48, 8, 1] and list(plan.dst_strides[2:]) == [24, 8, 1]
+    assert list(plan.ptr2) == [0, 2, 4] and list(plan.src2) == [0, 1, 2, 3] and (plan.weight2 == 1).all()
+    assert list(plan.ptr1) == [0, 1] and list(plan.src1) == [0]  # N: one tap
+    assert list(plan.block_first) == [0] and list(plan.block_count) == [6]
+    assert plan.slot.tolist() == [[1, 2], [3, 4], [5, 6]] and (plan.slot_weight == 1).all()
+    assert not plan.weighted and not plan.column_identity and plan.max_taps == 2 and not plan.columns_first
+    assert plan.zero == 0 and np.copysign(1, plan.zero) == 1  # the gradient's sums start from +0 (SPEC 3.6)
+    # columns_first, direct pixels (<= 2 slots), pixel sums (float32, unweighted), identity, affine
+    assert path == (False, True, True, False, False)

@@ -93,12 +93,12 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tup
         return
     src = aligned_input(src)
     # Everything but the data pointers depends on the geometry only: planned once per geometry.
-    axes, items, src_offset, dst_offset, static, path = _contract_plan(
+    axes, items, src_offset, dst_offset, plan, record, path = _contract_plan(
         transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
         key if key is not None else tuple(tap_key(*t) for t in taps))
     dst_buffer = _flat_buffer(dst, axes)
-    share(_contract_kernel(path), items, src.nbytes + dst.nbytes, _flat_buffer(src, axes), src_offset, static[0],
-          dst_buffer, dst_offset, *static[1:], _streams(dst_buffer, dst_offset, static[1], static[2]))
+    share(_contract_kernel(path), items, src.nbytes + dst.nbytes, _flat_buffer(src, axes), src_offset, dst_buffer,
+          dst_offset, record, _streams(dst_buffer, dst_offset, plan.dst_strides, plan.dst_shape))
 
 
 def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:

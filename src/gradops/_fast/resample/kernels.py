@@ -63,18 +63,20 @@ def _contract_kernel(path: tuple[bool, bool, bool, bool, bool]):
     columns_first_path, direct_path, pixel_sums_path, identity_path, affine_path = path
 
     @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler)
-    def _contract(counters, epoch, role, chunks, src, src_offset, src_strides, dst, dst_offset, dst_strides, dst_shape,
-                  ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
-                  block_columns, block_first, block_count, column_identity, slot, slot_weight,
-                  affine, affine_base, affine_weight, weighted, zero, max_taps, columns_first, stream):
+    def _contract(counters, epoch, role, chunks, src, src_offset, dst, dst_offset, plan, stream):
         """``dst = sum of w * src`` over the product of the outer CSR tables (axes 0-2) and the
-        column table (axis 3); axis 4 is not resampled. ``block_first[b]`` / ``block_count[b]``:
-        source columns read by destination columns ``[b * block_columns, (b + 1) * block_columns)``;
-        ``slot[j, k]`` is 1 + the source column of slot ``k`` of column ``j`` relative to its
-        block's first one, or 0 (padding). A work item is (i0, i1, i2, column block).
+        column table (axis 3) of ``plan`` (a ``plan.ContractPlan`` as a plain tuple, unpacked in
+        its field order); axis 4 is not resampled.
+        ``block_first[b]`` / ``block_count[b]``: source columns read by destination columns
+        ``[b * block_columns, (b + 1) * block_columns)``; ``slot[j, k]`` is 1 + the source column
+        of slot ``k`` of column ``j`` relative to its block's first one, or 0 (padding). A work item
+        is (i0, i1, i2, column block).
 
         ``stream`` (see ``plan._streams``): pixels of one or two slots read directly (float32), or of
         four from the row sum, are written with non-temporal stores; the same sums."""
+        (src_strides, dst_strides, dst_shape, ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
+         block_columns, block_first, block_count, column_identity, slot, slot_weight, affine, affine_base,
+         affine_weight, weighted, zero, max_taps, columns_first) = plan
         seen = begin(counters, epoch, role)
         units = dst_shape[4]
         # row_sum[0:units] is the padding unit (-0.0) that padding slots point at.
