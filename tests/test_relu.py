@@ -209,6 +209,14 @@ def test_backend_selection(monkeypatch):
         relu(x)
     with pytest.raises(gradops.DescriptorError, match="^backend:"):
         relu(x, backend="cuda")
+    # each call reads the variable as os.environ has it then: set, changed, removed
+    from gradops._backend import resolve_backend
+    monkeypatch.setenv("GRADOPS_BACKEND", "fast")
+    assert resolve_backend(None) == "fast"
+    monkeypatch.setenv("GRADOPS_BACKEND", "reference")
+    assert resolve_backend(None) == "reference"
+    monkeypatch.delenv("GRADOPS_BACKEND")
+    assert resolve_backend(None) == "fast"  # auto, with numba installed
 
 
 def test_fast_backend_is_deterministic_across_thread_counts(on_each_thread_count):
