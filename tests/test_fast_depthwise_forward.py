@@ -11,11 +11,19 @@ import pytest
 
 from gradops._fast import depthwise as fast
 from gradops._fast import simd
-from gradops._fast.depthwise import codecs, kernels, plan
+from gradops._fast.depthwise import call_plans, codecs, kernels, plan
 from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
                                   emulate_stride1_forward, out_size, random_values)
+
+
+def _rows_per_job(monkeypatch, rule):
+    """Plans made with ``rule`` for the job sizes (``plan._rows_per_job``), and not remembered:
+    the remembered plans keep the real rule's jobs."""
+    monkeypatch.setattr(call_plans, "_rows_per_job", rule)
+    monkeypatch.setattr(fast, "forward_plan", call_plans.forward_plan.__wrapped__)
+    monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)
 
 
 def _share_calls(monkeypatch):
@@ -55,7 +63,7 @@ def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, mult, k, di
                                        (reach // 2, pad[0])).astype(dtype)
     calls = _share_calls(monkeypatch)
     for rows_per_job in (lambda batch, rows: rows, plan._rows_per_job):
-        monkeypatch.setattr(fast, "_rows_per_job", rows_per_job)
+        _rows_per_job(monkeypatch, rows_per_job)
         y = np.empty((n, h, ow, c * mult), dtype)
         fast.conv_forward(as_layout(x, layout), f, y, 1, 1, dil, dil, reach // 2, pad[0])
         np.testing.assert_array_equal(bits(y), bits(expected))
@@ -70,7 +78,7 @@ def test_non_finite_weights_read_rows_in_place(monkeypatch):
     x = np.abs(random_values(rng, (1, 8, 10, 48), np.float32)) + 1
     f = random_values(rng, (3, 3, 48, 1), np.float32)
     f[0, 0, 0, 0] = np.inf
-    monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
+    _rows_per_job(monkeypatch, lambda batch, rows: rows)
     calls = _share_calls(monkeypatch)
     y = np.empty((1, 8, 10, 48), np.float32)
     fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
@@ -78,6 +86,34 @@ def test_non_finite_weights_read_rows_in_place(monkeypatch):
     exact = brute_forward(x, f, 8, 10, (1, 1), (1, 1), (1, 1))
     assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
     assert np.isinf(y[0, 1:, 1:, 0]).all() and np.isfinite(y[0, :, 0, 0]).all()
+
+
+def test_remembered_plans_follow_what_the_data_changes(monkeypatch):
+    """Call plans are remembered per geometry and layout (``call_plans``). The same shapes with an
+    infinite weight (no zero margins: 0 * inf), or with a y off the 64-byte lines (no streaming
+    from the registers), must each get their own plan, in either order: the margins and the
+    kernel differ from the remembered plan's, and the results are brute force's."""
+    rng = np.random.default_rng(25)
+    x = np.abs(random_values(rng, (2, 40, 10, 48), np.float32)) + 1  # jobs of 3 rows or more: margins
+    finite = random_values(rng, (3, 3, 48, 1), np.float32)
+    infinite = finite.copy()
+    infinite[0, 0, 0, 0] = np.inf
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
+    calls = _share_calls(monkeypatch)
+    buffer = np.full(x.size + 32, 7.0, np.float32)
+    first = (-buffer.ctypes.data) % 64 // 4
+    on_lines, off_lines = (buffer[s:s + x.size].reshape(x.shape) for s in (first, first + 3))
+    for f, y in ((finite, on_lines), (infinite, on_lines), (finite, off_lines), (finite, on_lines)):
+        fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
+        exact = brute_forward(x, f, 40, 10, (1, 1), (1, 1), (1, 1))
+        if f is infinite:
+            assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
+        else:
+            check(y, exact, brute_forward(x, np.abs(f), 40, 10, (1, 1), (1, 1), (1, 1)), 9, np.dtype(np.float32))
+    margins = [args[-2:] for _, args in calls]
+    assert margins[1] == (0, 0) and margins[0] == margins[2] == margins[3] != (0, 0)
+    kernels = [kernel for kernel, _ in calls]
+    assert kernels[2] is not kernels[0] and kernels[3] is kernels[0]
 
 
 @pytest.mark.parametrize("k, c, w", [(3, 48, 20), (3, 16, 13), (5, 48, 13), (7, 16, 21), (7, 48, 21)])
@@ -97,7 +133,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     expected = emulate_stride1_forward(x, f, h, w, (1, 1), (pad, pad))
     check(expected, brute_forward(x, f, h, w, (1, 1), (1, 1), (pad, pad)),
           brute_forward(np.abs(x), np.abs(f), h, w, (1, 1), (1, 1), (pad, pad)), k * k, np.dtype(np.float32))
-    monkeypatch.setattr(fast, "_rows_per_job", lambda batch, rows: rows)
+    _rows_per_job(monkeypatch, lambda batch, rows: rows)
     calls = _share_calls(monkeypatch)
     # the kernel's tap paths: k-tap filter rows (7 on AVX-512 targets only, else up to 5); no 9-tap
     # segment with its weights in registers (C is not a whole number of pairs of 16-lane vectors)

@@ -200,7 +200,8 @@ def test_streamed_float16_dx_rows(monkeypatch):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
         buffer = np.full(size + 16, 7.0, np.float16)
         dx = buffer[shift:shift + size].reshape(n, h, w, c)
-        streamed = plan._streams_rows(dx, plan._kernel_view(dx, False)[2], c, 1, 1, False)
+        streamed = plan._streams_rows(dx.nbytes, dx.dtype, plan._kernel_view(dx, False)[2], c, 1, 1, False,
+                                       simd.STREAMING_THRESHOLD_BYTES)
         assert streamed == (half.HARDWARE_HALF and threshold < size * 2)
         fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 1, 1)
         check(dx, exact, exact_abs, 9, np.dtype(np.float16))
@@ -227,7 +228,8 @@ def test_pair_sums_dx_rows(monkeypatch, dtype):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
         buffer = np.full(size + 16, 7.0, dtype)
         dx = buffer[shift:shift + size].reshape(n, h, w, c)
-        assert plan._streams_rows(dx, plan._kernel_view(dx, False)[2], c, 2, 1, False) == (threshold == 0)
+        assert plan._streams_rows(dx.nbytes, dx.dtype, plan._kernel_view(dx, False)[2], c, 2, 1, False,
+                                  simd.STREAMING_THRESHOLD_BYTES) == (threshold == 0)
         fast.backprop_input(dy, f, dx, 1, 1, 1, 1, 2, 2)
         np.testing.assert_array_equal(bits(dx), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()

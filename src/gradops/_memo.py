@@ -26,12 +26,22 @@ _MAX_ENTRIES = 1024
 _PLAIN = frozenset({int, float, bool, str, type(None)})
 
 
+# Marks the key of a sequence of plain elements only: (its type, _FLAT, their types, their values),
+# built by C-level map/tuple calls. The other keys of sequences never hold it.
+_FLAT = object()
+
+
 def typed_key(value: Any) -> Hashable:
     """``value`` as a hashable key that keeps the type of every element (lists and tuples are
-    walked); raises ``TypeError`` for anything unhashable. A sequence's key is its type, then per
-    element either the element's type and value (plain types) or the element's own key, a tuple:
-    never a type, so no two different sequences share a key."""
+    walked); raises ``TypeError`` for anything unhashable. A sequence of plain elements (a shape,
+    strides) keys as its type, ``_FLAT``, the elements' types and their values; any other
+    sequence as its type, then per element either the element's type and value (plain types) or
+    the element's own key, a tuple: never ``_FLAT`` or a type, so no two different sequences share
+    a key."""
     if isinstance(value, (list, tuple)):
+        kinds = tuple(map(type, value))
+        if _PLAIN.issuperset(kinds):
+            return (type(value), _FLAT, kinds, tuple(value))
         parts: list[Any] = [type(value)]
         for item in value:
             kind = type(item)
@@ -44,10 +54,12 @@ def typed_key(value: Any) -> Hashable:
     return (type(value), value)
 
 
-def memoized(table: dict, arguments: tuple, check: Callable[[], Result]) -> Result:
-    """``check()``, or its remembered result for ``arguments`` (see the module docstring)."""
+def memoized(table: dict, arguments: tuple, check: Callable[[], Result], keyed: Hashable = None) -> Result:
+    """``check()``, or its remembered result for ``arguments`` (see the module docstring) and
+    ``keyed``, a part of the key that is a ``typed_key`` already (an object's own attributes, keyed
+    once when it was made)."""
     try:
-        key = typed_key(arguments)
+        key = (keyed, typed_key(arguments))
         return table[key]
     except TypeError:
         return check()

@@ -32,7 +32,7 @@ output size that truncates to 0 (SPEC 5.3). A sum over no taps is 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -40,7 +40,7 @@ import numpy as np
 
 from ._arrays import as_array, prepare_out, require_memory
 from ._backend import resolve_backend
-from ._memo import memoized
+from ._memo import memoized, typed_key
 from ._depthwise_reference import BFLOAT16, REFERENCE_KERNELS
 from .errors import DataTypeError, DescriptorError, ShapeError
 from .registry import OpInfo, load_data
@@ -260,6 +260,10 @@ class _DepthwiseDesc:
         set_(self, "strides", strides)
         set_(self, "dilations", dilations)
         set_(self, "explicit_paddings", self._check_explicit_paddings(batch_depth))
+        # What the geometry depends on, as a memo key hashed in C (the dataclass's __hash__ is
+        # Python, run twice per lookup)
+        set_(self, "_geometry_key", typed_key((type(self), str(self.T), self.strides, self.padding,
+                                               self.explicit_paddings, self.data_format, self.dilations)))
 
     def _check_explicit_paddings(self, batch_depth: tuple[int, int]) -> tuple[int, ...]:
         value = self.explicit_paddings
@@ -288,7 +292,7 @@ class _DepthwiseDesc:
     def _checked_geometry(self, *shapes: Any) -> DepthwiseGeometry:
         """``self.geometry(*shapes)``, remembered per descriptor and shapes (``_memo``): it
         depends on nothing else."""
-        return memoized(_GEOMETRIES, (self, *shapes), lambda: self.geometry(*shapes))
+        return memoized(_GEOMETRIES, shapes, lambda: self.geometry(*shapes), keyed=self._geometry_key)
 
     @property
     def _spatial_axes(self) -> tuple[int, int]:
@@ -348,9 +352,7 @@ class _DepthwiseDesc:
             return
         args = (*self._kernel_attrs, geometry.pad_top, geometry.pad_left)
         if backend == "fast":
-            from ._fast import depthwise as fast
-
-            getattr(fast, kernel)(*operands, out, *args)
+            getattr(_fast_kernels(), kernel)(*operands, out, *args)
         else:
             # float64 copies of the operands, the accumulator and one tap's products
             nbytes = 8 * (2 * sum(operand.size for operand in operands) + 3 * out.size)
@@ -436,6 +438,15 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
         self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
                   geometry, backend)
         return out
+
+
+@cache
+def _fast_kernels() -> Any:
+    """The fast backend's depthwise module, imported on first use (an import statement per call
+    costs microseconds)."""
+    from ._fast import depthwise
+
+    return depthwise
 
 
 # --- NumPy-level functions (tf.raw_ops signatures) ------------------------------------------

@@ -44,15 +44,15 @@ import numpy as np
 
 from ..._depthwise_reference import REFERENCE_KERNELS
 from .. import simd
-from ..pool import share
+from ..pool import share, thread_count
 from ..strided import element_aligned
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _MAX_EMPTY_PLANES, PlanarBlocks, _accumulator, _direct_rows,
-                   _filter_chunks, _filter_group_rows, _forward_margins, _geometry, _is_planar, _kernel_view,
-                   _live_taps, _no_rows, _on_lines, _pitch, _planar_block_rows, _rows_per_job, _streams_rows,
-                   _tap_paths, _tap_shifts, _taps_per_plane, _weights, _zero_margins)
+from .call_plans import forward_plan, input_plan, plan_layout
+from .plan import (_LANES, _MAX_EMPTY_PLANES, PlanarBlocks, _accumulator, _direct_rows, _filter_chunks,
+                   _filter_group_rows, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines,
+                   _planar_block_rows, _weights)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -129,45 +129,23 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     """y[b, oy, ox, c*M+m] = sum_{ky,kx} x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
     (SPEC 5.4) into ``out`` [N, OH, OW, C*M]."""
     batch, in_h, in_w, chans = x.shape
-    fh, fw, _, mult = filt.shape
     _, out_h, out_w, width = out.shape
-    acc = _accumulator(out.dtype)
-    native = out.dtype not in _HALF_KINDS
     x_buf, x_off, x_st = _kernel_view(x, True)
     y_buf, y_off, y_st = _kernel_view(out, False)
-    planar = _is_planar(x_st[2], x_st[3], in_w, chans)
-    pitch = _pitch(width, acc, planar)
+    acc, planar, pitch = plan_layout(out.dtype, (x_st[2], x_st[3]), in_w, chans, width)
     wv = _weights(filt, acc, pitch)
-    rows_per_job = _rows_per_job(batch, out_h)
-    # Channels-last stride-1 rows wider than _IN_PLACE_ROW_BYTES are staged with zero margins
-    # (finite weights, margins within the filter's reach): each row is then one segment of taps,
-    # without edge positions, read from 64-byte lines (see _forward_margins). Narrower rows in the
-    # canonical layout are read in place, and so are rows of jobs shorter than the filter, which
-    # would stage most of their rows twice (a small batch).
-    stages_wide_rows = (not planar and stride_w == 1 and width * np.dtype(acc).itemsize > _IN_PLACE_ROW_BYTES
-                        and rows_per_job >= (fh - 1) * dil_h + 1)
-    margins = (0, 0)
-    if stages_wide_rows and np.isfinite(wv).all():
-        margins = _forward_margins(fw, dil_w, pad_left, out_w, in_w)
-    direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width and margins == (0, 0)
-                 and _direct_rows(x_st, in_w, chans, planar))
-    direct_out = native and _direct_rows(y_st, out_w, width, planar)
-    # A y beyond the cache whose positions start on 64-byte lines is written with non-temporal
-    # stores straight from the registers, as backprop input writes dx (docs/performance.md)
-    stream_in_place = (direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
-                       and _on_lines(y_buf, y_off, y_st, width))
-    if planar and stride_h == stride_w == 1 and np.isfinite(wv).all():
-        shift_y, shift_x = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
-        _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width, mult),
-                           shift_y, shift_x, False, out.dtype)
+    plan = forward_plan(x.shape, tuple(x_st.tolist()), out.shape, tuple(y_st.tolist()), out.dtype, filt.shape,
+                        (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left), bool(np.isfinite(wv).all()),
+                        _streamable_on_lines(out, y_buf, y_off, y_st, width), thread_count(),
+                        simd.STREAMING_THRESHOLD_BYTES)
+    if plan.shifts is not None:
+        _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
+                           filt.shape[3]), *plan.shifts, False, out.dtype)
         return
-    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
-                    pad_left, pitch)
-    kernel = _forward_kernel_for((planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
-                                  _HALF_KINDS.get(out.dtype, _FLOAT)))
-    share(kernel, batch * -(-out_h // rows_per_job), x.nbytes + out.nbytes,
-          x_buf, x_off, x_st, x_buf if direct_in else _no_rows(acc), direct_in, wv, y_buf, y_off, y_st,
-          y_buf if direct_out else np.empty(0, acc), direct_out, geo, planar, rows_per_job, *margins)
+    share(_forward_kernel_for(plan.path), plan.items, x.nbytes + out.nbytes,
+          x_buf, x_off, x_st, x_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, y_buf, y_off, y_st,
+          y_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.geo, plan.planar, plan.rows_per_job,
+          *plan.margins)
 
 
 @_entry_point("input")
@@ -175,50 +153,29 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
                    dil_w: int, pad_top: int, pad_left: int) -> None:
     """dx = the adjoint of ``conv_forward`` applied to dy (SPEC 5.4), into ``out`` [N, H, W, C]."""
     batch, in_h, in_w, chans = out.shape
-    fh, fw, _, mult = filt.shape
     _, out_h, out_w, width = dy.shape
-    acc = _accumulator(out.dtype)
-    native = out.dtype not in _HALF_KINDS
     dy_buf, dy_off, dy_st = _kernel_view(dy, True)
     dx_buf, dx_off, dx_st = _kernel_view(out, False)
-    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
-    pitch = _pitch(width, acc, planar)
+    acc, planar, pitch = plan_layout(out.dtype, (dy_st[2], dy_st[3]), out_w, width, width)
     wv = _weights(filt, acc, pitch)
-    finite = bool(np.isfinite(wv).all())
-    # dy rows in the canonical layout are read in place, but stride-1 rows wider than
-    # _IN_PLACE_ROW_BYTES are staged with zero margins (finite weights): each row is then one
-    # segment of taps, without edge positions (see _zero_margins)
-    direct_in = native and pitch == width and _direct_rows(dy_st, out_w, width, planar) and (
-        stride_w != 1 or not finite or width * np.dtype(acc).itemsize <= _IN_PLACE_ROW_BYTES)
-    # dx rows can be the accumulator when they have its layout and there is no m to combine:
-    # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
-    direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
-    # A dx beyond the cache skips the read for ownership of its lines: straight from the registers
-    # when its positions start on 64-byte lines; through a row buffer where that paid
-    # (docs/performance.md): a strided dx (s*s times dy's size), and the rows _streams_rows picks.
-    stream_out = direct_out and not planar and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
-    stream_in_place = stream_out and _on_lines(dx_buf, dx_off, dx_st, chans)
-    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_rows(
-        out, dx_st, chans, mult, stride_w, planar)
-    if planar and stride_h == stride_w == 1 and finite:
-        # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
-        shift_y, shift_x = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
+    plan = input_plan(dy.shape, tuple(dy_st.tolist()), out.shape, tuple(dx_st.tolist()), out.dtype, filt.shape,
+                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left), bool(np.isfinite(wv).all()),
+                      _streamable_on_lines(out, dx_buf, dx_off, dx_st, chans), thread_count(),
+                      simd.STREAMING_THRESHOLD_BYTES)
+    if plan.shifts is not None:
         _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
-                           mult), shift_y, shift_x, True, out.dtype)
+                           filt.shape[3]), *plan.shifts, True, out.dtype)
         return
-    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
-                    pad_left, pitch)
-    rows_per_job = _rows_per_job(batch, in_h)
-    margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
-    if margins != (0, 0) and not finite:
-        margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
-    kernel = _backprop_input_kernel_for((planar, stream_in_place, stream_rows, not direct_out,
-                                         *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width,
-                                                     acc, planar), _HALF_KINDS.get(out.dtype, _FLOAT)))
-    share(kernel, batch * -(-in_h // rows_per_job), dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
-          dy_buf if direct_in else _no_rows(acc), direct_in, wv, dx_buf, dx_off, dx_st,
-          dx_buf if direct_out else np.empty(0, acc), direct_out, stream_rows, stream_in_place, geo, planar,
-          rows_per_job, *margins)
+    share(_backprop_input_kernel_for(plan.path), plan.items, dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
+          dy_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, dx_buf, dx_off, dx_st,
+          dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows, plan.stream_in_place,
+          plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
+
+
+def _streamable_on_lines(out: np.ndarray, buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
+    """Whether an output large enough to stream has its positions on 64-byte lines
+    (``_on_lines``); smaller ones are not asked (the address costs a ctypes object)."""
+    return out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(buffer, offset, strides, chans)
 
 
 @_entry_point("filter")

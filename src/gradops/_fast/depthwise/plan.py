@@ -184,17 +184,17 @@ def _rows_per_job(batch: int, rows: int) -> int:
     return min(rows, max(1, math.ceil(batch * rows / (_JOBS_PER_THREAD * thread_count()))))
 
 
-def _streams_rows(out: np.ndarray, dx_st: np.ndarray, chans: int, mult: int, stride_w: int, planar: bool) -> bool:
+def _streams_rows(nbytes: int, dtype: np.dtype, dx_st: tuple, chans: int, mult: int, stride_w: int, planar: bool,
+                  streaming_bytes: int) -> bool:
     """Whether backprop input writes dx rows from its row buffer with non-temporal stores as it
     finishes them (``stream_rows``): a dx beyond the cache whose rows are one run each
     (channels-last, stride 1), either float16 with M = 1 where the CPU converts half in hardware,
     rounded on the way out (``_stream_row``), or float with M = 2, the two sums of each element
     added in vectors on the way out (``_pair_sums_run``). Any row start: the partial lines at its
     ends take plain stores."""
-    one_run = (stride_w == 1 and not planar and dx_st[3] == 1 and dx_st[2] == chans
-               and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES)
-    half_rows = out.dtype == np.float16 and half.HARDWARE_HALF and mult == 1
-    pair_rows = out.dtype not in _HALF_KINDS and mult == 2
+    one_run = stride_w == 1 and not planar and dx_st[3] == 1 and dx_st[2] == chans and nbytes >= streaming_bytes
+    half_rows = dtype == np.float16 and half.HARDWARE_HALF and mult == 1
+    pair_rows = dtype not in _HALF_KINDS and mult == 2
     return one_run and (half_rows or pair_rows)
 
 

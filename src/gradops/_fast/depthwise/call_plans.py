@@ -1,0 +1,140 @@
+"""Call plans: every decision of a forward or backprop-input call that its data does not change,
+made once per geometry, memory layout, dtype, thread count and the two data-dependent facts
+below, and remembered (issue 23: host-side plans).
+
+A training step calls each layer's operators with the same shapes again and again; deciding the
+staging, streaming, tap paths and job sizes from scratch took 21 us of Python per call, as much
+as a batch-1 layer's kernel share on 2 threads. The key holds everything a decision reads:
+
+* sizes, element strides and dtype of both operands, the filter's shape and the attributes;
+* whether the filter's weights are all finite (zero margins and the planar blocks need it: 0 * inf
+  would turn a skipped tap into NaN);
+* whether the output's positions start on 64-byte lines (only asked of outputs large enough to
+  stream), the thread count (job sizes) and the streaming threshold (tests lower it).
+
+The data-dependent parts (the weight table, the flat buffers) are made per call.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .codecs import _FLOAT, _HALF_KINDS
+from .plan import (_IN_PLACE_ROW_BYTES, Geometry, _accumulator, _direct_rows, _forward_margins, _geometry,
+                   _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows, _tap_paths, _tap_shifts,
+                   _taps_per_plane, _zero_margins)
+
+
+class CallPlan(NamedTuple):
+    """What ``conv_forward`` / ``backprop_input`` pass their kernel besides the data."""
+
+    path: tuple  # the kernel factory's key (``_forward_kernel_for`` / ``_backprop_input_kernel_for``)
+    items: int  # jobs: batch x row blocks
+    direct_in: bool  # source rows read in place (else staged)
+    rows_stand_in: np.ndarray  # the empty read-only array passed where rows are staged
+    direct_out: bool  # the output's rows are the accumulator
+    out_stand_in: np.ndarray  # the empty array passed where they are not
+    stream_rows: bool  # backprop input: dx rows streamed from the row buffer
+    stream_in_place: bool  # output streamed straight from the registers
+    geo: Geometry | None
+    planar: bool
+    rows_per_job: int
+    margins: tuple[int, int]
+    # the stride-1 planar path (``_run_planar_blocks``) instead: its tap shifts, else None
+    shifts: tuple[np.ndarray, np.ndarray] | None
+
+
+def plan_layout(dtype: np.dtype, source_strides: tuple[int, int], positions: int, channels: int, width: int
+                ) -> tuple[type, bool, int]:
+    """The accumulator type, whether the source rows (``positions`` x ``channels``, with these
+    position and channel strides) are planar, and the pitch of staged rows of ``width`` = C*M:
+    what the weight table needs before the plan, whose key holds whether its weights are finite."""
+    acc = _accumulator(dtype)
+    planar = _is_planar(source_strides[0], source_strides[1], positions, channels)
+    return acc, planar, _pitch(width, acc, planar)
+
+
+@functools.lru_cache(maxsize=512)
+def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype: np.dtype, filter_shape: tuple,
+                 attrs: tuple, finite: bool, on_lines: bool, threads: int, streaming_bytes: int) -> CallPlan:
+    """The forward's decisions (see ``__init__.conv_forward`` for why each is made)."""
+    del threads  # in the key: _rows_per_job reads the thread count
+    batch, in_h, in_w, chans = x_shape
+    fh, fw, _, mult = filter_shape
+    _, out_h, out_w, width = y_shape
+    stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
+    acc, planar, pitch = plan_layout(dtype, (x_st[2], x_st[3]), in_w, chans, width)
+    native = dtype not in _HALF_KINDS
+    rows_per_job = _rows_per_job(batch, out_h)
+    # Channels-last stride-1 rows wider than _IN_PLACE_ROW_BYTES are staged with zero margins
+    # (finite weights, margins within the filter's reach): each row is then one segment of taps,
+    # without edge positions, read from 64-byte lines (see _forward_margins). Narrower rows in the
+    # canonical layout are read in place, and so are rows of jobs shorter than the filter, which
+    # would stage most of their rows twice (a small batch).
+    stages_wide_rows = (not planar and stride_w == 1 and width * np.dtype(acc).itemsize > _IN_PLACE_ROW_BYTES
+                        and rows_per_job >= (fh - 1) * dil_h + 1)
+    margins = _forward_margins(fw, dil_w, pad_left, out_w, in_w) if stages_wide_rows and finite else (0, 0)
+    direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width and margins == (0, 0)
+                 and _direct_rows(x_st, in_w, chans, planar))
+    direct_out = native and _direct_rows(y_st, out_w, width, planar)
+    # A y beyond the cache whose positions start on 64-byte lines is written with non-temporal
+    # stores straight from the registers, as backprop input writes dx (docs/performance.md)
+    out_bytes = math.prod(y_shape) * dtype.itemsize
+    stream_in_place = direct_out and not planar and out_bytes >= streaming_bytes and on_lines
+    shifts = None
+    if planar and stride_h == stride_w == 1 and finite:
+        shifts = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
+    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+                    pad_left, pitch)
+    path = (planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
+            _HALF_KINDS.get(dtype, _FLOAT))
+    return CallPlan(path, batch * -(-out_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
+                    np.empty(0, acc), False, stream_in_place, geo, planar, rows_per_job, margins, shifts)
+
+
+@functools.lru_cache(maxsize=512)
+def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dtype: np.dtype, filter_shape: tuple,
+               attrs: tuple, finite: bool, on_lines: bool, threads: int, streaming_bytes: int) -> CallPlan:
+    """Backprop input's decisions (see ``__init__.backprop_input`` for why each is made)."""
+    del threads  # in the key: _rows_per_job reads the thread count
+    batch, in_h, in_w, chans = dx_shape
+    fh, fw, _, mult = filter_shape
+    _, out_h, out_w, width = dy_shape
+    stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
+    acc, planar, pitch = plan_layout(dtype, (dy_st[2], dy_st[3]), out_w, width, width)
+    native = dtype not in _HALF_KINDS
+    # dy rows in the canonical layout are read in place, but stride-1 rows wider than
+    # _IN_PLACE_ROW_BYTES are staged with zero margins (finite weights): each row is then one
+    # segment of taps, without edge positions (see _zero_margins)
+    direct_in = native and pitch == width and _direct_rows(dy_st, out_w, width, planar) and (
+        stride_w != 1 or not finite or width * np.dtype(acc).itemsize <= _IN_PLACE_ROW_BYTES)
+    # dx rows can be the accumulator when they have its layout and there is no m to combine:
+    # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
+    direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
+    # A dx beyond the cache skips the read for ownership of its lines: straight from the registers
+    # when its positions start on 64-byte lines; through a row buffer where that paid
+    # (docs/performance.md): a strided dx (s*s times dy's size), and the rows _streams_rows picks.
+    out_bytes = math.prod(dx_shape) * dtype.itemsize
+    stream_out = direct_out and not planar and out_bytes >= streaming_bytes
+    stream_in_place = stream_out and on_lines
+    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_rows(
+        out_bytes, dtype, dx_st, chans, mult, stride_w, planar, streaming_bytes)
+    shifts = None
+    if planar and stride_h == stride_w == 1 and finite:
+        # dx[iy, ix] reads dy[iy + pt - ky*dh, ix + pl - kx*dw]
+        shifts = _tap_shifts(fh, fw, -dil_h, -dil_w, pad_top, pad_left)
+    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
+                    pad_left, pitch)
+    rows_per_job = _rows_per_job(batch, in_h)
+    margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
+    if margins != (0, 0) and not finite:
+        margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
+    path = (planar, stream_in_place, stream_rows, not direct_out,
+            *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width, acc, planar),
+            _HALF_KINDS.get(dtype, _FLOAT))
+    return CallPlan(path, batch * -(-in_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
+                    np.empty(0, acc), stream_rows, stream_in_place, geo, planar, rows_per_job, margins, shifts)
