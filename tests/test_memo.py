@@ -15,7 +15,8 @@ def test_typed_key_tells_apart_values_that_hash_alike():
     assert typed_key([1, 2]) != typed_key((1, 2))
     assert typed_key([1, [2, 3]]) == typed_key([1, [2, 3]])
     # nesting and element types are kept, whatever the elements' values
-    nested = [[1, 2], [[1], 2], [[1, 2]], [int, 1, 2], [1, int, 2], [(1, 2)], ["1", 2], [None, 2]]
+    nested = [[1, 2], [[1], 2], [[1, 2]], [int, 1, 2], [1, int, 2], [(1, 2)], ["1", 2], [None, 2],
+              [1, 2.0], [True, 2], [np.int64(1), 2], (1, 2), [], ()]
     assert len({typed_key(value) for value in nested}) == len(nested)
     with pytest.raises(TypeError):
         typed_key([np.zeros(2)])
