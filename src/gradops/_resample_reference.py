@@ -3,6 +3,9 @@ over everything but the axes and the 2 taps, accumulating in float64 and roundin
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 import numpy as np
 
 from ._arrays import require_memory
@@ -12,12 +15,20 @@ from ._resample_params import Taps, _Plan
 _REFERENCE_ARRAYS = 4
 
 
+@cache
+def _fast_resample() -> Any:
+    """The fast backend's resample module, imported on first use (an import statement per call
+    costs microseconds)."""
+    from ._fast import resample
+
+    return resample
+
+
 def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *, gradient: bool) -> None:
     """Run the forward op (``out = J source``) or its adjoint (``out = J^T source``)."""
     if backend == "fast":
-        from ._fast.resample import resample_backward, resample_forward
-
-        (resample_backward if gradient else resample_forward)(source, out, plan.taps, key=plan.tap_key)
+        fast = _fast_resample()
+        (fast.resample_backward if gradient else fast.resample_forward)(source, out, plan.taps, key=plan.tap_key)
     else:
         # float64 intermediates: the source's copy, and at most two arrays and a contribution of
         # the larger of source and result alive per axis step
