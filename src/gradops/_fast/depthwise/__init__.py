@@ -48,11 +48,9 @@ from ..pool import share, thread_count
 from ..strided import element_aligned
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
+from .call_plans import filter_plan, forward_plan, input_plan, plan_layout
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .call_plans import forward_plan, input_plan, plan_layout
-from .plan import (_LANES, _MAX_EMPTY_PLANES, PlanarBlocks, _accumulator, _direct_rows, _filter_chunks,
-                   _filter_group_rows, _geometry, _is_planar, _kernel_view, _live_taps, _no_rows, _on_lines,
-                   _planar_block_rows, _weights)
+from .plan import _MAX_EMPTY_PLANES, PlanarBlocks, _kernel_view, _live_taps, _on_lines, _planar_block_rows, _weights
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -183,28 +181,15 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
                     dil_w: int, pad_top: int, pad_left: int) -> None:
     """dF[ky, kx, c, m] = sum_{b,oy,ox} dy[b, oy, ox, c*M+m] * x[b, iy, ix, c] over in-range (iy, ix)
     (SPEC 5.4), into ``out`` [fh, fw, C, M]."""
-    batch, in_h, in_w, chans = x.shape
-    fh, fw, _, mult = out.shape
-    _, out_h, out_w, width = dy.shape
-    acc = _accumulator(out.dtype)
-    native = x.dtype not in _HALF_KINDS
     x_buf, x_off, x_st = _kernel_view(x, True)
     dy_buf, dy_off, dy_st = _kernel_view(dy, True)
-    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
-    direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
-    direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
-    partial = np.empty((_filter_chunks(batch * out_h, out_w), fh * fw, width), acc)
-    # channels-last rows of 16 positions or more keep their lanes in registers (lanes.py), rows read
-    # in place a group at a time
-    registers = not planar and out_w >= _LANES
-    group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
-                                    -(-batch * out_h // partial.shape[0]))
-    geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w, pad_top,
-                    pad_left)
-    kind = _HALF_KINDS.get(out.dtype, _FLOAT)
-    kernel = _backprop_filter_kernel_for((planar, registers))
-    share(kernel, partial.shape[0], x.nbytes + dy.nbytes, x_buf, x_off, x_st,
-          x_buf if direct_x else _no_rows(acc), direct_x, dy_buf, dy_off, dy_st, dy_buf if direct_dy else _no_rows(acc),
-          direct_dy, partial, geo, planar, kind, group_rows)
+    plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), out.dtype, out.shape,
+                       (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    fh, fw, _, mult = out.shape
+    partial = np.empty((plan.chunks, fh * fw, dy.shape[3]), plan.acc)
+    share(_backprop_filter_kernel_for(plan.path), plan.chunks, x.nbytes + dy.nbytes, x_buf, x_off, x_st,
+          x_buf if plan.direct_x else plan.rows_stand_in, plan.direct_x, dy_buf, dy_off, dy_st,
+          dy_buf if plan.direct_dy else plan.rows_stand_in, plan.direct_dy, partial, plan.geo, plan.planar, plan.kind,
+          plan.group_rows)
     out_buf, out_off, out_st = _kernel_view(out, False)
-    _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, kind)
+    _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, plan.kind)

@@ -1,4 +1,4 @@
-"""Call plans: every decision of a forward or backprop-input call that its data does not change,
+"""Call plans: every decision of a depthwise call that its data does not change,
 made once per geometry, memory layout, dtype, thread count and the two data-dependent facts
 below, and remembered (issue 23: host-side plans).
 
@@ -24,9 +24,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .codecs import _FLOAT, _HALF_KINDS
-from .plan import (_IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _forward_margins, _geometry,
-                   _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows, _tap_paths, _tap_shifts,
-                   _taps_per_plane, _zero_margins)
+from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _accumulator, _direct_rows, _filter_chunks, _filter_group_rows,
+                   _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows,
+                   _tap_paths, _tap_shifts, _taps_per_plane, _zero_margins)
 
 
 class CallPlan(NamedTuple):
@@ -138,3 +138,43 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
             _HALF_KINDS.get(dtype, _FLOAT))
     return CallPlan(path, batch * -(-in_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
                     np.empty(0, acc), stream_rows, stream_in_place, geo, planar, rows_per_job, margins, shifts)
+
+
+class FilterPlan(NamedTuple):
+    """What ``backprop_filter`` passes its kernel besides the data, and the partial sums' shape."""
+
+    path: tuple  # ``_backprop_filter_kernel_for``'s key: (planar rows, lanes in registers)
+    chunks: int  # row chunks, one partial sum each (``_filter_chunks``)
+    acc: type  # the partial sums' type
+    direct_x: bool  # x rows read in place
+    direct_dy: bool  # dy rows read in place
+    rows_stand_in: np.ndarray  # the empty read-only array passed where rows are staged
+    geo: tuple  # plan.Geometry's fields (pitch 0), as a plain tuple
+    planar: bool
+    kind: int  # the element codec (``codecs``)
+    group_rows: int  # rows read in place per group (``_filter_group_rows``)
+
+
+@functools.lru_cache(maxsize=512)
+def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtype: np.dtype, filter_shape: tuple,
+                attrs: tuple) -> FilterPlan:
+    """The filter gradient's decisions (see ``__init__.backprop_filter``); none depends on the data."""
+    batch, in_h, in_w, chans = x_shape
+    fh, fw, _, mult = filter_shape
+    _, out_h, out_w, width = dy_shape
+    stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
+    acc = _accumulator(dtype)
+    native = dtype not in _HALF_KINDS
+    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
+    direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
+    direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
+    chunks = _filter_chunks(batch * out_h, out_w)
+    # channels-last rows of 16 positions or more keep their lanes in registers (lanes.py), rows read
+    # in place a group at a time
+    registers = not planar and out_w >= _LANES
+    group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
+                                    -(-batch * out_h // chunks))
+    geo = tuple(_geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
+                          pad_top, pad_left))
+    return FilterPlan((planar, registers), chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, planar,
+                      _HALF_KINDS.get(dtype, _FLOAT), group_rows)

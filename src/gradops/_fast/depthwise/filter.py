@@ -142,8 +142,7 @@ def _next_rows(first, rows, group_rows, geo, dy_off, dy_st, direct_dy, x_off, x_
     """(start, length) in dy and in x of what the group of rows from ``first`` reads first and this
     group did not: its dy rows, and the x rows below this group's (rows read in place only; the
     rows of the next group's image; lengths 0 past the last row)."""
-    in_h, in_w, chans, mult, out_h, out_w = geo.in_h, geo.in_w, geo.chans, geo.mult, geo.out_h, geo.out_w
-    fh, sh, dh, pt = geo.fh, geo.stride_h, geo.dil_h, geo.pad_top
+    _, in_h, in_w, chans, mult, out_h, out_w, fh, _, sh, _, dh, _, pt, _, _ = geo  # plan.Geometry
     b, oy = first // out_h, first % out_h
     count = min(group_rows, rows - first, out_h - oy)
     iy_first = max(0, oy * sh - pt + (fh - 1) * dh)  # the last x row of its first dy row
