@@ -216,9 +216,9 @@ def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Ma
         raise DataTypeError.expected(f"{name}.dtype", str(np.dtype(dtype)), str(out.dtype))
     if out.shape != tuple(shape):
         raise ShapeError.expected(f"{name}.shape", tuple(shape), out.shape)
-    if not out.flags.writeable:  # (a contiguous array's elements never overlap: no proof needed below)
+    if not out.flags.writeable:
         raise AliasingError.expected(name, "a writeable array", "a read-only array")
-    flags = out.flags
+    flags = out.flags  # a contiguous array's elements never overlap: no proof needed
     overlap = "" if flags.c_contiguous or flags.f_contiguous else _cached_layout_overlap(out.shape, out.strides,
                                                                                           out.itemsize)
     if overlap:

@@ -48,9 +48,10 @@ from ..pool import share, thread_count
 from ..strided import element_aligned
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
-from .call_plans import filter_plan, forward_plan, input_plan, plan_layout
+from .call_plans import CallPlan, filter_plan, forward_plan, input_plan
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .plan import _MAX_EMPTY_PLANES, PlanarBlocks, _kernel_view, _live_taps, _on_lines, _planar_block_rows, _weights
+from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_record, _kernel_view, _live_taps, _on_lines,
+                   _planar_block_rows, _weights)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -62,7 +63,7 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
     """``sizes``: (batch, out_h, out_w, src_h, src_w, out planes, M); jobs of ``_planar_block_rows`` rows."""
     batch, out_h, out_w, src_h, src_w, planes, mult = sizes
     block_rows = _planar_block_rows(out_h, out_w, shift_x)
-    geo = PlanarBlocks(*map(int, (batch, out_h, out_w, src_h, src_w, planes, mult, block_rows)))
+    geo = _kernel_record(PlanarBlocks, batch, out_h, out_w, src_h, src_w, planes, mult, block_rows)
     share(_planar_blocks_kernel, batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src, src_off,
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
@@ -130,12 +131,9 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     _, out_h, out_w, width = out.shape
     x_buf, x_off, x_st = _kernel_view(x, True)
     y_buf, y_off, y_st = _kernel_view(out, False)
-    acc, planar, pitch = plan_layout(out.dtype, (x_st[2], x_st[3]), in_w, chans, width)
-    wv = _weights(filt, acc, pitch)
-    plan = forward_plan(x.shape, tuple(x_st.tolist()), out.shape, tuple(y_st.tolist()), out.dtype, filt.shape,
-                        (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left), bool(np.isfinite(wv).all()),
-                        _streamable_on_lines(out, y_buf, y_off, y_st, width), thread_count(),
-                        simd.STREAMING_THRESHOLD_BYTES)
+    plan = _call_plan(forward_plan, x, x_st, out, (y_buf, y_off, y_st), width, filt,
+                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    wv = _weights(filt, plan.acc, plan.pitch)
     if plan.shifts is not None:
         _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
                            filt.shape[3]), *plan.shifts, False, out.dtype)
@@ -154,12 +152,9 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     _, out_h, out_w, width = dy.shape
     dy_buf, dy_off, dy_st = _kernel_view(dy, True)
     dx_buf, dx_off, dx_st = _kernel_view(out, False)
-    acc, planar, pitch = plan_layout(out.dtype, (dy_st[2], dy_st[3]), out_w, width, width)
-    wv = _weights(filt, acc, pitch)
-    plan = input_plan(dy.shape, tuple(dy_st.tolist()), out.shape, tuple(dx_st.tolist()), out.dtype, filt.shape,
-                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left), bool(np.isfinite(wv).all()),
-                      _streamable_on_lines(out, dx_buf, dx_off, dx_st, chans), thread_count(),
-                      simd.STREAMING_THRESHOLD_BYTES)
+    plan = _call_plan(input_plan, dy, dy_st, out, (dx_buf, dx_off, dx_st), chans, filt,
+                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    wv = _weights(filt, plan.acc, plan.pitch)
     if plan.shifts is not None:
         _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
                            filt.shape[3]), *plan.shifts, True, out.dtype)
@@ -170,10 +165,17 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
           plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
 
 
-def _streamable_on_lines(out: np.ndarray, buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
-    """Whether an output large enough to stream has its positions on 64-byte lines
-    (``_on_lines``); smaller ones are not asked (the address costs a ctypes object)."""
-    return out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(buffer, offset, strides, chans)
+def _call_plan(make_plan: Callable[..., CallPlan], src: np.ndarray, src_st: np.ndarray, out: np.ndarray,
+               out_view: tuple, out_chans: int, filt: np.ndarray, attrs: tuple) -> CallPlan:
+    """``make_plan``'s remembered plan for this call (``call_plans``), keyed by the operands'
+    layouts and the two facts of the data that decide: whether the filter's weights are all
+    finite, and whether an output large enough to stream has its positions (``out_chans`` each)
+    on 64-byte lines (``_on_lines``; smaller ones are not asked: the address costs a ctypes
+    object)."""
+    out_buf, out_off, out_st = out_view
+    on_lines = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(out_buf, out_off, out_st, out_chans)
+    return make_plan(src.shape, tuple(src_st.tolist()), out.shape, tuple(out_st.tolist()), out.dtype, filt.shape,
+                     attrs, bool(np.isfinite(filt).all()), on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES)
 
 
 @_entry_point("filter")

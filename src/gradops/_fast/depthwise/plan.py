@@ -276,9 +276,16 @@ class PlanarBlocks(NamedTuple):
     block_rows: int
 
 
-def _geometry(*sizes: int) -> Geometry:
-    """The kernels' ``Geometry`` of ``sizes`` (Python ints: numba types the record as int64)."""
-    return Geometry(*map(int, sizes))
+def _kernel_record(record: type, *sizes: int) -> tuple:
+    """A ``Geometry`` or ``PlanarBlocks`` of ``sizes`` as the kernels take it: its fields, in
+    order, as a plain tuple of Python ints (numba types them as int64). numba types a plain
+    tuple in its C dispatcher and a named tuple's fields in Python: 0.3 against 1.2 us per call."""
+    return tuple(record(*map(int, sizes)))
+
+
+def _geometry(*sizes: int) -> tuple:
+    """The kernels' ``geo`` argument (``Geometry``; ``_kernel_record``)."""
+    return _kernel_record(Geometry, *sizes)
 
 
 def _tap_shifts(fh: int, fw: int, step_y: int, step_x: int, start_y: int, start_x: int
