@@ -1,5 +1,6 @@
-"""Interleaved in-process A/B of S1 workloads between this tree's gradops (B) and another copy of
-the package loaded under another name (A), e.g. the code before a change:
+"""Interleaved in-process A/B of benchmark workloads (any suite: S1, S2, the sweep) between this
+tree's gradops (B) and another copy of the package loaded under another name (A), e.g. the code
+before a change:
 
     cp -r OLD/src/gradops /tmp/ab/gradops_base
     python benchmarks/ab_inprocess.py --base /tmp/ab --rounds 7 L1 L3 D1
@@ -40,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, args.base)
     base = importlib.import_module(args.name)
-    workloads = s1.suite()
+    workloads = s1.all_workloads()
     for wid in args.workloads:
         workload = workloads[wid]
         inputs = workload.inputs()

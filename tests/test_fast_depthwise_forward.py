@@ -153,7 +153,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
 
 @pytest.mark.parametrize("w, c, mult", [(21, 16, 1), (13, 20, 2), (30, 32, 1)])
 def test_seven_tap_filter_rows(w, c, mult):
-    """7x7 filters of dilation 1 go row by row through ``_rows7_8x1`` (8 positions x 14 source
+    """7x7 filters of dilation 1 go row by row through ``row7_8_ascending`` / ``_descending`` (8 positions x 14 source
     vectors per filter row), forward and adjoint (taps walking the row backwards): forward
     interiors of 15 positions (a block of 8 and one overlapping it), of 24 (three blocks) and of
     7 (tap by tap), C*M = 40 with a masked channel tail; the adjoint's staged rows of 13 (one

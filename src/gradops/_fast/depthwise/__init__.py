@@ -25,7 +25,10 @@ The modules, from the host down (each docstring says how its part works):
   the parallel job drivers; ``filter``: the backprop-filter kernel and its reduction.
 * ``staging``: source rows to float rows of the canonical layouts; ``planes``: one residue plane
   of an output row, split into segments by the taps that reach them.
-* ``rows``, ``taps``: the register-blocked microkernels (whole filter rows; any taps).
+* ``rows``, ``taps``: the register-blocked microkernels (whole filter rows; any taps). The
+  filter-row blocks are generated from one template (``row_template`` writes
+  ``row_microkernels_ascending`` and ``_descending``); ``selection`` is the table that says
+  which of them a filter row size uses on the code-generation target.
 * ``writers``: dx rows from a row buffer, their M sums added, rounded, streamed.
 * ``codecs``: element loads and stores (half decoding and encoding) and vector stores.
 

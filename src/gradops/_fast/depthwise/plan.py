@@ -30,6 +30,7 @@ from ..pool import thread_count
 from ..strided import aligned_input, flat_view
 from ..target import codegen_target, data_cache_bytes
 from .codecs import _HALF_KINDS
+from .selection import row_sizes
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
@@ -58,10 +59,8 @@ _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
 _WEIGHTS_IN_REGISTERS_BYTES = 256
-# Filter row sizes with a path of their own (``rows._taps_rows_for``). Rows of 7 taps only where
-# ``_rows7_8x1``'s 8 sums, 7 weights and 14 source vectors fit the 32 vector registers of
-# AVX-512; with AVX2's 16 they spill, and tap by tap was faster.
-_ROW_SIZES = (3, 5, 7) if codegen_target().avx512 else (3, 5)
+# Filter row sizes with microkernels of their own on this target (``selection.row_sizes``).
+_ROW_SIZES = row_sizes(codegen_target())
 # Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
 # position (one pair of float32 vectors, whose 9-tap segments run in ``_taps9_2x2``); wider rows
 # are staged with zero margins, which makes each row one segment. Backprop's strided dy rows stay

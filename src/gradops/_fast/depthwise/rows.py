@@ -3,9 +3,10 @@ dilation 1 read consecutive positions, so neighbouring outputs share their sourc
 taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
 order as ``taps._taps_blocked``, so the same bits).
 
-* ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, 8 positions at a time
-  (``_rows3_8x1``, ``_rows5_8x1``, ``_rows7_8x1``), then 4 (``_rows3_4x1``); 3- and 5-tap rows
-  7 at a time for rows of 7k positions.
+* ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, 8 positions at a time, then 4
+  (3-tap rows); 3- and 5-tap rows 7 at a time for rows of 7k positions. The blocks are the
+  generated microkernels (``row_template.py``, ``row_microkernels_*.py``) that
+  ``selection.ROW_KERNELS`` chooses.
 * ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
   ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
   and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
@@ -29,188 +30,14 @@ from numba import njit
 from .. import row_njit, simd
 from .codecs import _put
 from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
+from .selection import ROW_KERNELS, row_microkernel
 from .taps import _channel_tail
+
 
 @njit(inline="always")
 def _run3(b, v0, v1, v2, w0, w1, w2):
     """``((b + v0*w0) + v1*w1) + v2*w2``: three taps of one filter row, in order."""
     return simd.muladd(simd.muladd(simd.muladd(b, v0, w0), v1, w1), v2, w2)
-
-
-@njit(inline="always")
-def _load8(src, p, pitch):
-    """The vectors at ``p`` of 8 consecutive channels-last positions ``pitch`` apart."""
-    return (simd.load(src, p), simd.load(src, p + pitch), simd.load(src, p + 2 * pitch),
-            simd.load(src, p + 3 * pitch), simd.load(src, p + 4 * pitch), simd.load(src, p + 5 * pitch),
-            simd.load(src, p + 6 * pitch), simd.load(src, p + 7 * pitch))
-
-
-@njit(inline="always")
-def _store8(acc, p, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions):
-    """Store the sums of ``positions`` (8 or 7) positions ``step`` apart (``_put``)."""
-    _put(acc, p, b0, stream)
-    _put(acc, p + step, b1, stream)
-    _put(acc, p + 2 * step, b2, stream)
-    _put(acc, p + 3 * step, b3, stream)
-    _put(acc, p + 4 * step, b4, stream)
-    _put(acc, p + 5 * step, b5, stream)
-    _put(acc, p + 6 * step, b6, stream)
-    if positions == 8:
-        _put(acc, p + 7 * step, b7, stream)
-
-
-@njit(inline="always")
-def _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions):
-    """``positions`` (8, or 7: a constant) positions x vector j of ``_taps_rows``, rows of 3 taps:
-    per filter row, ``positions`` + 2 source vectors serve the 3 * ``positions`` (position, tap)
-    products, so loads no longer outnumber multiplications."""
-    b0 = simd.zeros(acc)
-    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
-    for t in range(0, count, 3):
-        p = low[t // 3] + j
-        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
-        v8 = simd.load(src, p + 8 * pitch)
-        w0 = simd.load(wt, taps[t] + j)
-        w1 = simd.load(wt, taps[t + 1] + j)
-        w2 = simd.load(wt, taps[t + 2] + j)
-        if ascending:  # tap i of the row reads position + i
-            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
-            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
-            b4, b5 = _run3(b4, v4, v5, v6, w0, w1, w2), _run3(b5, v5, v6, v7, w0, w1, w2)
-            b6 = _run3(b6, v6, v7, v8, w0, w1, w2)
-            if positions == 8:
-                b7 = _run3(b7, v7, v8, simd.load(src, p + 9 * pitch), w0, w1, w2)
-        else:  # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
-            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
-            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
-            b4, b5 = _run3(b4, v6, v5, v4, w0, w1, w2), _run3(b5, v7, v6, v5, w0, w1, w2)
-            b6 = _run3(b6, v8, v7, v6, w0, w1, w2)
-            if positions == 8:
-                b7 = _run3(b7, simd.load(src, p + 9 * pitch), v8, v7, w0, w1, w2)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions)
-
-
-@njit(inline="always")
-def _rows3_4x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
-    """``_rows3_8x1`` for 4 positions: 6 source vectors serve the 12 (position, tap) products."""
-    b0 = simd.zeros(acc)
-    b1 = b2 = b3 = b0
-    for t in range(0, count, 3):
-        p = low[t // 3] + j
-        v0, v1, v2 = simd.load(src, p), simd.load(src, p + pitch), simd.load(src, p + 2 * pitch)
-        v3, v4, v5 = simd.load(src, p + 3 * pitch), simd.load(src, p + 4 * pitch), simd.load(src, p + 5 * pitch)
-        w0 = simd.load(wt, taps[t] + j)
-        w1 = simd.load(wt, taps[t + 1] + j)
-        w2 = simd.load(wt, taps[t + 2] + j)
-        if ascending:
-            b0, b1 = _run3(b0, v0, v1, v2, w0, w1, w2), _run3(b1, v1, v2, v3, w0, w1, w2)
-            b2, b3 = _run3(b2, v2, v3, v4, w0, w1, w2), _run3(b3, v3, v4, v5, w0, w1, w2)
-        else:
-            b0, b1 = _run3(b0, v2, v1, v0, w0, w1, w2), _run3(b1, v3, v2, v1, w0, w1, w2)
-            b2, b3 = _run3(b2, v4, v3, v2, w0, w1, w2), _run3(b3, v5, v4, v3, w0, w1, w2)
-    _put(acc, a + j, b0, stream)
-    _put(acc, a + j + step, b1, stream)
-    _put(acc, a + j + 2 * step, b2, stream)
-    _put(acc, a + j + 3 * step, b3, stream)
-
-
-@njit(inline="always")
-def _run5(b, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4):
-    """``((((b + v0*w0) + v1*w1) + v2*w2) + v3*w3) + v4*w4``: five taps, in order."""
-    return simd.muladd(simd.muladd(_run3(b, v0, v1, v2, w0, w1, w2), v3, w3), v4, w4)
-
-
-@njit(inline="always")
-def _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions):
-    """``_rows3_8x1`` for filter rows of 5 taps: 12 source vectors serve 40 products (11 serve 35
-    for ``positions`` = 7, which may be a run-time value here)."""
-    b0 = simd.zeros(acc)
-    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
-    for t in range(0, count, 5):
-        p = low[t // 5] + j
-        v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
-        v8 = simd.load(src, p + 8 * pitch)
-        v9 = simd.load(src, p + 9 * pitch)
-        v10 = simd.load(src, p + 10 * pitch)
-        v11 = simd.load(src, p + 11 * pitch) if positions == 8 else v10  # 7: position 11 is not read
-        w0 = simd.load(wt, taps[t] + j)
-        w1 = simd.load(wt, taps[t + 1] + j)
-        w2 = simd.load(wt, taps[t + 2] + j)
-        w3 = simd.load(wt, taps[t + 3] + j)
-        w4 = simd.load(wt, taps[t + 4] + j)
-        if ascending:  # tap i of the row reads position + i
-            b0 = _run5(b0, v0, v1, v2, v3, v4, w0, w1, w2, w3, w4)
-            b1 = _run5(b1, v1, v2, v3, v4, v5, w0, w1, w2, w3, w4)
-            b2 = _run5(b2, v2, v3, v4, v5, v6, w0, w1, w2, w3, w4)
-            b3 = _run5(b3, v3, v4, v5, v6, v7, w0, w1, w2, w3, w4)
-            b4 = _run5(b4, v4, v5, v6, v7, v8, w0, w1, w2, w3, w4)
-            b5 = _run5(b5, v5, v6, v7, v8, v9, w0, w1, w2, w3, w4)
-            b6 = _run5(b6, v6, v7, v8, v9, v10, w0, w1, w2, w3, w4)
-            if positions == 8:
-                b7 = _run5(b7, v7, v8, v9, v10, v11, w0, w1, w2, w3, w4)
-        else:  # tap i reads position + 4 - i
-            b0 = _run5(b0, v4, v3, v2, v1, v0, w0, w1, w2, w3, w4)
-            b1 = _run5(b1, v5, v4, v3, v2, v1, w0, w1, w2, w3, w4)
-            b2 = _run5(b2, v6, v5, v4, v3, v2, w0, w1, w2, w3, w4)
-            b3 = _run5(b3, v7, v6, v5, v4, v3, w0, w1, w2, w3, w4)
-            b4 = _run5(b4, v8, v7, v6, v5, v4, w0, w1, w2, w3, w4)
-            b5 = _run5(b5, v9, v8, v7, v6, v5, w0, w1, w2, w3, w4)
-            b6 = _run5(b6, v10, v9, v8, v7, v6, w0, w1, w2, w3, w4)
-            if positions == 8:
-                b7 = _run5(b7, v11, v10, v9, v8, v7, w0, w1, w2, w3, w4)
-    _store8(acc, a + j, step, b0, b1, b2, b3, b4, b5, b6, b7, stream, positions)
-
-
-@njit(inline="always")
-def _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, w):
-    """One tap of 8 positions: ``b[i] + v_i * w`` for the 8 sums ``b``. A block's taps go one after
-    another over all 8 sums, in tap order (not one sum's taps after another, which waits on the
-    latency of each addition), so each sum still adds its taps in order."""
-    return (simd.muladd(b[0], v0, w), simd.muladd(b[1], v1, w), simd.muladd(b[2], v2, w), simd.muladd(b[3], v3, w),
-            simd.muladd(b[4], v4, w), simd.muladd(b[5], v5, w), simd.muladd(b[6], v6, w), simd.muladd(b[7], v7, w))
-
-
-@njit(inline="always")
-def _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream):
-    """``_rows3_8x1`` for filter rows of 7 taps: 14 source vectors serve 56 products (a 7x7 filter
-    tap by tap loads one source vector per product), each loaded just before the first tap that
-    reads it (``_tap8``), so that at most 8 are live beside the 8 sums."""
-    zero = simd.zeros(acc)
-    b = (zero, zero, zero, zero, zero, zero, zero, zero)
-    for t in range(0, count, 7):
-        p = low[t // 7] + j
-        w = taps[t:t + 7]
-        if ascending:  # tap i of the row reads position + i
-            v0, v1, v2, v3, v4, v5, v6, v7 = _load8(src, p, pitch)
-            b = _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, simd.load(wt, w[0] + j))
-            v8 = simd.load(src, p + 8 * pitch)
-            b = _tap8(b, v1, v2, v3, v4, v5, v6, v7, v8, simd.load(wt, w[1] + j))
-            v9 = simd.load(src, p + 9 * pitch)
-            b = _tap8(b, v2, v3, v4, v5, v6, v7, v8, v9, simd.load(wt, w[2] + j))
-            v10 = simd.load(src, p + 10 * pitch)
-            b = _tap8(b, v3, v4, v5, v6, v7, v8, v9, v10, simd.load(wt, w[3] + j))
-            v11 = simd.load(src, p + 11 * pitch)
-            b = _tap8(b, v4, v5, v6, v7, v8, v9, v10, v11, simd.load(wt, w[4] + j))
-            v12 = simd.load(src, p + 12 * pitch)
-            b = _tap8(b, v5, v6, v7, v8, v9, v10, v11, v12, simd.load(wt, w[5] + j))
-            v13 = simd.load(src, p + 13 * pitch)
-            b = _tap8(b, v6, v7, v8, v9, v10, v11, v12, v13, simd.load(wt, w[6] + j))
-        else:  # tap i reads position + 6 - i (the adjoint walks the filter row backwards)
-            v6, v7, v8, v9, v10, v11, v12, v13 = _load8(src, p + 6 * pitch, pitch)
-            b = _tap8(b, v6, v7, v8, v9, v10, v11, v12, v13, simd.load(wt, w[0] + j))
-            v5 = simd.load(src, p + 5 * pitch)
-            b = _tap8(b, v5, v6, v7, v8, v9, v10, v11, v12, simd.load(wt, w[1] + j))
-            v4 = simd.load(src, p + 4 * pitch)
-            b = _tap8(b, v4, v5, v6, v7, v8, v9, v10, v11, simd.load(wt, w[2] + j))
-            v3 = simd.load(src, p + 3 * pitch)
-            b = _tap8(b, v3, v4, v5, v6, v7, v8, v9, v10, simd.load(wt, w[3] + j))
-            v2 = simd.load(src, p + 2 * pitch)
-            b = _tap8(b, v2, v3, v4, v5, v6, v7, v8, v9, simd.load(wt, w[4] + j))
-            v1 = simd.load(src, p + pitch)
-            b = _tap8(b, v1, v2, v3, v4, v5, v6, v7, v8, simd.load(wt, w[5] + j))
-            v0 = simd.load(src, p)
-            b = _tap8(b, v0, v1, v2, v3, v4, v5, v6, v7, simd.load(wt, w[6] + j))
-    _store8(acc, a + j, step, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], stream, 8)
 
 
 @njit(inline="always")
@@ -244,9 +71,17 @@ def _lowest_positions(low, so, count, rows, shift, pitch):
 
 @functools.cache
 def _taps_rows_for(size: int, ascending: bool):
-    """``_taps_rows`` for filter rows of ``size`` (3, 5 or 7) taps read in one direction: each
-    (size, direction) is its own function, so that a call compiles the row code of its filter
-    alone (issue 23, cold start; ``plan._tap_paths`` says which a call may meet)."""
+    """``_taps_rows`` for filter rows of ``size`` (3, 5 or 7) taps read in one direction, with the
+    microkernels ``selection.ROW_KERNELS`` chooses for that size: each (size, direction) is its
+    own function, so that a call compiles the row code of its filter alone (issue 23, cold start;
+    ``plan._tap_paths`` says which sizes a call may meet). The choices are closure constants:
+    numba prunes the branches of the blocks a size has no kernel for before typing them."""
+    blocks = ROW_KERNELS[size]
+    eight = row_microkernel(blocks.eight, ascending)
+    has_seven, has_four = blocks.seven is not None, blocks.four is not None
+    seven_apart = has_seven and blocks.seven != blocks.eight
+    seven = row_microkernel(blocks.seven, ascending) if has_seven else eight
+    four = row_microkernel(blocks.four, ascending) if has_four else eight
 
     @row_njit
     def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, low, prefetch, stream, ahead_src,
@@ -268,10 +103,10 @@ def _taps_rows_for(size: int, ascending: bool):
         if width < lanes:
             return 0
         rows = size if ascending else -size
-        sevens = size != 7 and n_pos % 7 == 0 and n_pos % 8 != 0
+        sevens = has_seven and n_pos % 7 == 0 and n_pos % 8 != 0
         positions = 7 if sevens else 8
         blocked = n_pos if sevens else n_pos // 8 * 8
-        overlap = not sevens and n_pos > blocked >= 8 and not (size == 3 and n_pos - blocked == 4)
+        overlap = not sevens and n_pos > blocked >= 8 and not (has_four and n_pos - blocked == 4)
         n_blocks = blocked // positions + overlap
         share = simd.line_share(ahead_n, n_blocks * (width // lanes), simd.LINE_BYTES // ahead_src.itemsize)
         requested = 0
@@ -281,34 +116,32 @@ def _taps_rows_for(size: int, ascending: bool):
             if prefetch:
                 last = count // size - 1
                 for r in range(0, last + 1, max(last, 1)):  # rows 0 and last, once each
-                    ahead = low[r] + _PREFETCH_POSITIONS * pitch
-                    for e in range(ahead, min(ahead + 8 * pitch, src.size), simd.LINE_BYTES // src.itemsize):
+                    front = low[r] + _PREFETCH_POSITIONS * pitch
+                    for e in range(front, min(front + 8 * pitch, src.size), simd.LINE_BYTES // src.itemsize):
                         simd.prefetch(src, e)
             j = 0
             while j + lanes <= width:
                 simd.prefetch_l2_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
                 requested += share
                 a = a0 + q * step
-                if size == 3:  # 7 and 8 positions: literals, each its own copy
+                if seven_apart:  # a kernel per count, each compiled for its own
                     if sevens:
-                        _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, 7)
+                        seven(acc, a, step, pitch, src, low, wt, taps, j, count, stream, 7)
                     else:
-                        _rows3_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, 8)
-                elif size == 5:  # positions at run time: literal 7 and 8 would compile two copies
-                    _rows5_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream, positions)
-                else:
-                    _rows7_8x1(acc, a, step, pitch, src, low, wt, taps, j, count, ascending, stream)
+                        eight(acc, a, step, pitch, src, low, wt, taps, j, count, stream, 8)
+                else:  # one kernel, the count at run time (read by the "8or7" kernels)
+                    eight(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)
                 j += lanes
             _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
         if overlap:
             blocked = n_pos
-        if size == 3 and n_pos - blocked >= 4:
+        if has_four and n_pos - blocked >= 4:
             # Four positions more (12 of 12, 4 of 4-7): fewer loads than _taps_blocked's 4 x 2 blocks.
             q = blocked
             _lowest_positions(low, so, count, rows, q * pitch, pitch)
             j = 0
             while j + lanes <= width:
-                _rows3_4x1(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, ascending, stream)
+                four(acc, a0 + q * step, step, pitch, src, low, wt, taps, j, count, stream, 4)
                 j += lanes
             _channel_tail(acc, a0 + q * step, step, width, pitch, 4, src, so, q * pitch, wt, taps, count, j)
             blocked += 4
