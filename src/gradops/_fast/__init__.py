@@ -55,7 +55,8 @@ import numpy as np
 from numba import types
 from numba.core import event
 
-from .numba_internals import add_cache_locators, row_njit  # noqa: F401 (row_njit: for the kernel modules)
+from .numba_internals import row_njit  # noqa: F401 (for the kernel modules)
+from .numba_internals import add_cache_locators, unique_symbols_across_processes
 
 log = logging.getLogger("gradops")
 
@@ -143,4 +144,6 @@ class _PackageStamp:
 # Registered before any kernel is defined: numba picks a function's locator when ``cache=True``
 # is applied, at import of the module that defines it.
 add_cache_locators(_PackageStamp)
+# Before any kernel compiles: kernels compiled by different processes meet in the disk cache.
+unique_symbols_across_processes()
 

@@ -6,6 +6,8 @@ to say these things, so a numba release that changes one of them is adapted to h
   resample's kernels and per-row functions).
 * ``add_cache_locators``: numba's disk-cache locators, which ``_fast/__init__`` extends to stamp
   every kernel with a digest of the package's sources.
+* ``unique_symbols_across_processes``: random ids in the symbol names of compiled functions
+  (below: why the disk cache needs them).
 * ``native_thread_count``: the threading layer's C getter behind ``numba.get_num_threads()``
   (``pool.thread_count``).
 * ``threading_layer_started``: whether numba's threading layer is up (``gradops.torch``).
@@ -21,11 +23,12 @@ numba's documented extension API (``numba.extending``, ``numba.core.cgutils`` in
 
 from __future__ import annotations
 
+import secrets
 from typing import Callable
 
 import numba
 from numba import njit
-from numba.core import caching
+from numba.core import bytecode, caching
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.np.ufunc import parallel as _parallel
 
@@ -51,6 +54,32 @@ def add_cache_locators(mixin: type) -> None:
     caching.CacheImpl._locator_classes[:0] = [
         type(f"Gradops{base.__name__}", (mixin, base), {})
         for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+
+
+class _RandomIds:
+    """An endless source of random 63-bit ids, in place of numba's counter from 1."""
+
+    def __iter__(self) -> "_RandomIds":
+        return self
+
+    def __next__(self) -> int:
+        return secrets.randbits(63)
+
+
+def unique_symbols_across_processes() -> None:
+    """Make the symbol name of every function numba compiles from now on unique across processes.
+
+    numba names a compiled function by module, qualified name, argument types and an id from a
+    counter that starts at 1 in every process. Functions made by a factory (``rows._taps_rows_for``,
+    the kernel factories, ``@overload`` implementations per literal set) share module and name, so
+    two processes that compile different ones in the same order give them the same symbol. When a
+    later process loads both from the disk cache, the JIT links every call of that symbol to the
+    first body loaded: the other kernel then runs the wrong code. (Found at the AVX2 tier: a 5x5
+    backprop input, then a 5x5 forward, both loaded from a cache filled by other processes, made
+    the forward run the adjoint's filter rows. numba issue #10486 describes the same collision.)
+    Random ids make such a clash as unlikely as a 63-bit collision. The cache index does not
+    include the id, so cached kernels are found as before."""
+    bytecode.FunctionIdentity._unique_ids = _RandomIds()
 
 
 def native_thread_count() -> Callable[[], int] | None:
