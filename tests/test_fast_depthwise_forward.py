@@ -12,7 +12,6 @@ import pytest
 from gradops._fast import depthwise as fast
 from gradops._fast import simd
 from gradops._fast.depthwise import call_plans, codecs, kernels, plan
-from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
                                   emulate_stride1_forward, out_size, random_values)
@@ -135,9 +134,9 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
           brute_forward(np.abs(x), np.abs(f), h, w, (1, 1), (1, 1), (pad, pad)), k * k, np.dtype(np.float32))
     _rows_per_job(monkeypatch, lambda batch, rows: rows)
     calls = _share_calls(monkeypatch)
-    # the kernel's tap paths: k-tap filter rows (7 on AVX-512 targets only, else up to 5); no 9-tap
-    # segment with its weights in registers (C is not a whole number of pairs of 16-lane vectors)
-    longest_row = k if k < 7 or codegen_target().avx512 else 5
+    # the kernel's tap paths: k-tap filter rows (on both tiers); no 9-tap segment with its
+    # weights in registers (C is not a whole number of pairs of 16-lane vectors)
+    longest_row = k
     size = n * h * w * c
     for shift, threshold, streamed in ((None, 0, True), (3, 0, False), (None, 1 << 62, False)):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)

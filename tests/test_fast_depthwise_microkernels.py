@@ -22,14 +22,16 @@ FAMILY = {kernel.name: kernel for kernel in row_template.FAMILY}
 def _harness(name: str):
     """A jitted loop over the vectors of a row of ``width`` channels, calling microkernel ``name``."""
     spec = FAMILY[name]
-    kernel = selection.row_microkernel(name.rsplit("_", 1)[0], spec.ascending)
+    kernel = selection.row_microkernel(spec.stem, spec.ascending)
+    vector_bytes = spec.vector_bytes
 
     @njit
     def run(acc, a, step, pitch, src, low, wt, taps, count, stream, positions, width):
+        lanes = vector_bytes // acc.itemsize
         j = 0
-        while j + simd.lanes(acc) <= width:
+        while j + lanes <= width:
             kernel(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)
-            j += simd.lanes(acc)
+            j += lanes
     return run
 
 
@@ -77,7 +79,7 @@ def test_microkernel_against_brute_force(name, dtype):
 def test_streamed_microkernel_stores():
     """With ``stream``, the sums are written with non-temporal stores (each vector on a 64-byte
     line): the same bits."""
-    name = "row3_8_descending"
+    name = "row3_8_64b_descending"  # 64-byte vectors, each stored on a line
     dtype = np.float32
     width = simd.VECTOR_BYTES // 4
     rng = np.random.default_rng(3)
@@ -104,15 +106,17 @@ def test_generated_modules_are_current():
 
 def test_selection_table_covers_the_family():
     """Every stem of the table names a generated microkernel of the right shape in both
-    directions, and every generated microkernel is selected for some filter row size."""
+    directions and width, and every generated microkernel is selected on some tier for some filter
+    row size."""
     selected = set()
-    for size, blocks in selection.ROW_KERNELS.items():
-        for stem, positions in ((blocks.eight, 8), (blocks.seven, 7), (blocks.four, 4)):
-            if stem is None:
-                continue
-            for direction in ("ascending", "descending"):
-                spec = FAMILY[f"{stem}_{direction}"]
-                assert spec.taps == size
-                assert positions in (spec.positions, spec.positions - spec.or_one_less)
-                selected.add(spec.name)
+    for tier in selection.ROW_KERNELS.values():
+        for size, blocks in tier.items():
+            for stem, positions in ((blocks.eight, 8), (blocks.seven, 7), (blocks.four, 4)):
+                if stem is None:
+                    continue
+                for direction in ("ascending", "descending"):
+                    spec = FAMILY[f"{stem}_{direction}"]
+                    assert (spec.taps, spec.vector_bytes) == (size, blocks.vector_bytes)
+                    assert positions in (spec.positions, spec.positions - spec.or_one_less)
+                    selected.add(spec.name)
     assert selected == set(FAMILY)

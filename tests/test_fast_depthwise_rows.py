@@ -13,7 +13,6 @@ import pytest
 from gradops._fast import depthwise as fast
 from gradops._fast import half, simd
 from gradops._fast.depthwise import plan
-from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint, out_size,
                                   random_values, run_all)
@@ -69,10 +68,10 @@ def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
 
 
-def test_seven_tap_rows_on_avx512_targets_only():
-    """7-tap filter rows have a path of their own where 32 vector registers hold its blocks;
-    elsewhere a 7x7 filter takes the 5- and 3-tap paths of its edge segments."""
-    assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7 if codegen_target().avx512 else 5, False)
+def test_seven_tap_rows_on_both_tiers():
+    """7-tap filter rows have a path of their own on both tiers (64-byte vectors with 32
+    registers, 32-byte ones with 16: ``selection.ROW_KERNELS``)."""
+    assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7, False)
 
 
 @pytest.mark.parametrize("taps, stride, dilation, expected", [(3, 1, 1, 3), (3, 2, 1, 2), (5, 2, 1, 3), (3, 2, 2, 3),

@@ -40,11 +40,12 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 class FloatVector(types.Type):
-    """``lanes`` values of ``dtype`` (float32 or float64) in one LLVM vector."""
+    """``lanes`` values of ``dtype`` (float32 or float64) in one LLVM vector: ``VECTOR_BYTES``
+    unless ``vector_bytes`` says otherwise (``zeros_of``)."""
 
-    def __init__(self, dtype: types.Float) -> None:
+    def __init__(self, dtype: types.Float, vector_bytes: int = VECTOR_BYTES) -> None:
         self.dtype = dtype
-        self.lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        self.lanes = vector_bytes // (dtype.bitwidth // 8)
         super().__init__(name=f"FloatVector({dtype}x{self.lanes})")
 
 
@@ -90,6 +91,34 @@ def zeros(typingctx, array):
 
 
 @intrinsic
+def zeros_of(typingctx, array, vector_bytes):
+    """``zeros`` in a vector of ``vector_bytes`` (a literal: 16, 32 or 64), for microkernels whose
+    width the selection table chooses per CPU; ``load_as`` loads vectors of its width."""
+    if not (_float_array(array) and isinstance(vector_bytes, types.IntegerLiteral)
+            and vector_bytes.literal_value in (16, 32, 64)):
+        return None
+    vector_type = FloatVector(array.dtype, vector_bytes.literal_value)
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(context.get_value_type(vector_type), None)
+    return vector_type(array, vector_bytes), codegen
+
+
+@intrinsic
+def load_as(typingctx, like, array, index):
+    """``array[index : index + lanes]`` as a vector of ``like``'s type (its width)."""
+    if not (isinstance(like, FloatVector) and _float_array(array) and array.dtype == like.dtype
+            and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vector = context.get_value_type(like)
+        pointer = _pointer(context, builder, signature.args[1], args[1], signature.args[2], args[2], vector)
+        return builder.load(pointer, align=array.dtype.bitwidth // 8)
+    return like(like, array, index), codegen
+
+
+@intrinsic
 def load(typingctx, array, index):
     """``array[index : index + lanes]`` as a vector."""
     if not (_float_array(array) and isinstance(index, types.Integer)):
@@ -131,8 +160,7 @@ def _store_intrinsic(streaming: bool, half: bool, doc: str):
             pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], data.type)
             element_bytes = 2 if half else array.dtype.bitwidth // 8
             written = builder.store(data, pointer,
-                                    align=(value.lanes * element_bytes if half else VECTOR_BYTES) if streaming
-                                    else element_bytes)
+                                    align=value.lanes * element_bytes if streaming else element_bytes)
             if streaming:
                 mark_nontemporal(builder, written)
             return context.get_dummy_value()
@@ -143,7 +171,7 @@ def _store_intrinsic(streaming: bool, half: bool, doc: str):
 
 store = _store_intrinsic(False, False, """``array[index : index + lanes] = value``.""")
 store_stream = _store_intrinsic(True, False, """``store`` with a non-temporal hint: the line is written without
-first being read for ownership. ``array[index]`` must be 64-byte aligned, and the whole line written.""")
+first being read for ownership. ``array[index]`` must be aligned to the vector's size, and whole lines written.""")
 store_half = _store_intrinsic(False, True, """``array[index : index + lanes]`` = the float32 lanes of ``value``
 rounded to float16 bits (``array``: uint16).""")
 store_stream_half = _store_intrinsic(True, True, """``store_half`` with a non-temporal hint; ``array`` is 32-byte

@@ -12,7 +12,8 @@ where ``i_t`` is tap t's place in its row (``t % T``) when the row is read ascen
 forward), and ``T - 1 - t % T`` when it is read descending (the adjoint walks the filter row
 backwards). Every sum adds its taps in that order from +0 (SPEC 5.4; the same products and
 additions as ``taps._taps_blocked``), so every microkernel gives the same bits; they differ in
-how many sums stay in registers and when the source vectors are loaded:
+the width of their vectors (64 or 32 bytes: ``simd.zeros_of``, ``simd.load_as``), how many sums
+stay in registers and when the source vectors are loaded:
 
 * ``sources_first``: all P + T - 1 source vectors and T weights of a filter row are loaded,
   then each sum takes its T taps in turn (rows of 3 and 5 taps: 8 sums, up to 12 sources and 5
@@ -23,8 +24,8 @@ how many sums stay in registers and when the source vectors are loaded:
 A microkernel whose P is marked ``or_one_less`` takes the count, P or P - 1, at run time: the
 last sum is computed and stored only when it is P (one copy compiled for both counts).
 
-Names encode the specialisation, as XNNPACK's do: ``row{T}_{P}[or{P-1}]_{direction}``, e.g.
-``row5_8or7_descending``; the generated modules are ``row_microkernels_ascending.py`` and
+Names encode the specialisation, as XNNPACK's do: ``row{T}_{P}[or{P-1}]_{W}b_{direction}``,
+e.g. ``row5_8or7_32b_descending``; the generated modules are ``row_microkernels_ascending.py`` and
 ``row_microkernels_descending.py``. ``selection.py`` says which of them a call uses. Regenerate with
 ``python -m gradops._fast.depthwise.row_template`` after changing this file; a test checks
 that the generated module is current.
@@ -42,36 +43,44 @@ GENERATED = {ascending: Path(__file__).with_name(f"row_microkernels_{'ascending'
 
 @dataclass(frozen=True)
 class RowMicrokernel:
-    """One specialisation: ``taps`` per filter row, ``positions`` per block, read ``ascending``
-    (or descending), scheduled ``sources_first`` or ``tap_major``; ``or_one_less``: the count of
-    positions is P or P - 1, at run time."""
+    """One specialisation: ``taps`` per filter row, ``positions`` per block, vectors of
+    ``vector_bytes``, read ``ascending`` (or descending), scheduled ``sources_first`` or
+    ``tap_major``; ``or_one_less``: the count of positions is P or P - 1, at run time."""
 
     taps: int
     positions: int
+    vector_bytes: int
     ascending: bool
     schedule: str
     or_one_less: bool = False
 
     @property
-    def name(self) -> str:
+    def stem(self) -> str:
+        """The name without the direction: what the selection table names."""
         count = f"{self.positions}or{self.positions - 1}" if self.or_one_less else f"{self.positions}"
-        return f"row{self.taps}_{count}_{'ascending' if self.ascending else 'descending'}"
+        return f"row{self.taps}_{count}_{self.vector_bytes}b"
+
+    @property
+    def name(self) -> str:
+        return f"{self.stem}_{'ascending' if self.ascending else 'descending'}"
 
     def source(self, q: int, i: int) -> int:
         """The source vector that tap ``i`` of the row reads for position ``q`` of the block."""
         return q + (i if self.ascending else self.taps - 1 - i)
 
 
-# The family: what the selection table (``selection.ROW_KERNELS``) may choose from.
+# The family: what the selection table (``selection.ROW_KERNELS``) chooses from, per CPU tier.
 FAMILY = tuple(
-    RowMicrokernel(taps, positions, ascending, schedule, or_one_less)
+    RowMicrokernel(taps, positions, vector_bytes, ascending, schedule, or_one_less)
     for ascending in (True, False)
-    for taps, positions, schedule, or_one_less in (
-        (3, 8, "sources_first", False),
-        (3, 7, "sources_first", False),
-        (3, 4, "sources_first", False),
-        (5, 8, "sources_first", True),
-        (7, 8, "tap_major", False),
+    for taps, positions, vector_bytes, schedule, or_one_less in (
+        (3, 8, 64, "sources_first", False),
+        (3, 7, 64, "sources_first", False),
+        (3, 4, 64, "sources_first", False),
+        (5, 8, 64, "sources_first", True),
+        (7, 8, 64, "tap_major", False),
+        (5, 8, 32, "tap_major", True),
+        (7, 8, 32, "tap_major", False),
     )
 )
 
@@ -86,7 +95,24 @@ def _offset(name: str, multiple: int, unit: str = "") -> str:
 
 
 def _load(v: int) -> str:
-    return f"simd.load(src, {_offset('p', v, 'pitch')})"
+    """Source vector ``v`` (of the width of the sums, ``b0``)."""
+    return f"simd.load_as(b0, src, {_offset('p', v, 'pitch')})"
+
+
+def _weight(i: int) -> str:
+    return f"simd.load_as(b0, wt, taps[{_offset('t', i)}] + j)"
+
+
+def _source_loads(kernel: RowMicrokernel, sources: list[int]) -> list[str]:
+    """Loads of ``sources``; with a count of P - 1, the source read by the last position alone
+    (P + T - 2, in either direction) is not read then, and stands in for itself with another."""
+    lines = []
+    for v in sources:
+        load = _load(v)
+        if kernel.or_one_less and v == kernel.positions + kernel.taps - 2:
+            load = f"{load} if positions == {kernel.positions} else v{v - 1}"
+        lines.append(f"v{v} = {load}")
+    return lines
 
 
 def _taps_of(kernel: RowMicrokernel, q: int, weight: str) -> list[str]:
@@ -96,14 +122,8 @@ def _taps_of(kernel: RowMicrokernel, q: int, weight: str) -> list[str]:
 
 def _sources_first(kernel: RowMicrokernel) -> list[str]:
     last = kernel.positions - 1
-    sources = kernel.positions + kernel.taps - 1
-    lines = []
-    for v in range(sources):
-        load = _load(v)
-        if kernel.or_one_less and v == sources - 1:  # read by the last position only
-            load = f"{load} if positions == {kernel.positions} else v{v - 1}"
-        lines.append(f"v{v} = {load}")
-    lines += [f"w{i} = simd.load(wt, taps[{_offset('t', i)}] + j)" for i in range(kernel.taps)]
+    lines = _source_loads(kernel, list(range(kernel.positions + kernel.taps - 1)))
+    lines += [f"w{i} = {_weight(i)}" for i in range(kernel.taps)]
     for q in range(kernel.positions):
         if kernel.or_one_less and q == last:
             lines += [f"if positions == {kernel.positions}:", *(f"    {line}" for line in _taps_of(kernel, q, "w"))]
@@ -113,12 +133,14 @@ def _sources_first(kernel: RowMicrokernel) -> list[str]:
 
 
 def _tap_major(kernel: RowMicrokernel) -> list[str]:
+    """With a count of P - 1 the last sum is computed all the same (from a stand-in source) and
+    not stored: a test per tap would split the block."""
     lines, loaded = [], set()
     for i in range(kernel.taps):
         needed = sorted({kernel.source(q, i) for q in range(kernel.positions)} - loaded)
-        lines += [f"v{v} = {_load(v)}" for v in needed]
+        lines += _source_loads(kernel, needed)
         loaded.update(needed)
-        lines.append(f"w = simd.load(wt, taps[{_offset('t', i)}] + j)")
+        lines.append(f"w = {_weight(i)}")
         lines += [f"b{q} = simd.muladd(b{q}, v{kernel.source(q, i)}, w)" for q in range(kernel.positions)]
     return lines
 
@@ -141,9 +163,9 @@ def _function(kernel: RowMicrokernel) -> str:
         "",
         '@njit(inline="always")',
         f"def {kernel.name}(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions):",
-        f'    """{count} positions x vector j, filter rows of {t} taps; tap i reads {reads};',
-        f'    {schedule}."""',
-        "    b0 = simd.zeros(acc)",
+        f'    """{count} positions x a {kernel.vector_bytes}-byte vector at j, filter rows of {t} taps;',
+        f'    tap i reads {reads}; {schedule}."""',
+        f"    b0 = simd.zeros_of(acc, {kernel.vector_bytes})",
         f"    {zeros} = b0",
         f"    for t in range(0, count, {t}):",
         f"        p = low[t // {t}] + j",

@@ -30,7 +30,8 @@ from numba import njit
 from .. import row_njit, simd
 from .codecs import _put
 from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
-from .selection import ROW_KERNELS, row_microkernel
+from ..target import codegen_target
+from .selection import ROW_KERNELS, row_microkernel, tier
 from .taps import _channel_tail
 
 
@@ -76,7 +77,8 @@ def _taps_rows_for(size: int, ascending: bool):
     own function, so that a call compiles the row code of its filter alone (issue 23, cold start;
     ``plan._tap_paths`` says which sizes a call may meet). The choices are closure constants:
     numba prunes the branches of the blocks a size has no kernel for before typing them."""
-    blocks = ROW_KERNELS[size]
+    blocks = ROW_KERNELS[tier(codegen_target())][size]
+    vector_bytes = blocks.vector_bytes
     eight = row_microkernel(blocks.eight, ascending)
     has_seven, has_four = blocks.seven is not None, blocks.four is not None
     seven_apart = has_seven and blocks.seven != blocks.eight
@@ -99,7 +101,7 @@ def _taps_rows_for(size: int, ascending: bool):
         ``stream``: as in ``_taps_blocked``. ``ahead_src[ahead : ahead + ahead_n]``: a run the next
         call reads (the dy row the next output row stages), requested into L2 a share per block and
         vector (``_PREFETCH_STAGED_BYTES``)."""
-        lanes = simd.lanes(acc)
+        lanes = vector_bytes // acc.itemsize
         if width < lanes:
             return 0
         rows = size if ascending else -size
