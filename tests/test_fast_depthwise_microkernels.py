@@ -1,8 +1,9 @@
-"""The depthwise filter-row microkernels, each on its own (the XNNPACK way: a tester per family):
-every generated microkernel against a brute-force NumPy loop that sums in the documented order
-(``row_template``: per position, the taps of each filter row in order from +0, two roundings per
-tap), bit for bit, in float32 and float64; the generated modules against their template; the
-selection table against the family."""
+"""The depthwise channels-last microkernels, each on its own (the XNNPACK way: a tester per
+family), against brute-force NumPy loops that sum in the documented order (the taps in order from
++0, two roundings per tap), bit for bit: every generated filter-row microkernel (``row_template``)
+in float32 and float64, the generated modules against their template and the selection table
+against the family; then the other tap paths of a row segment (any taps, 9 taps with their
+weights in registers, 3x3 filter rows) and the filter-row driver."""
 
 from __future__ import annotations
 
@@ -120,3 +121,117 @@ def test_selection_table_covers_the_family():
                     assert positions in (spec.positions, spec.positions - spec.or_one_less)
                     selected.add(spec.name)
     assert selected == set(FAMILY)
+
+
+# The other channels-last tap paths of a row segment (``planes._fill_plane_blocked`` chooses):
+# each against the brute force of the segment's definition, ``acc[a0 + q*step + j] = +0 + sum over
+# t < count, in order, of src[so[t] + q*pitch + j] * wt[taps[t] + j]``.
+
+def _segment_brute_force(src, so, wt, taps, count, pitch, n_pos, width, dtype):
+    sums = []
+    for q in range(n_pos):
+        total = np.zeros(width, dtype)
+        for t in range(count):
+            start = so[t] + q * pitch
+            total = total + src[start:start + width] * wt[taps[t]:taps[t] + width]
+        sums.append(total)
+    return sums
+
+
+def _segment(rng, dtype, count, width, n_pos, so_pattern=None):
+    """Random sources and weights for a segment: tap t reads ``src[so[t] + q*pitch + j]``, with
+    ``so`` from ``so_pattern(pitch)`` or random offsets; returns everything the kernels take."""
+    pitch, step = width + 3, width + 5
+    span = (n_pos + 16) * pitch
+    src = rng.standard_normal(count * span + 64).astype(dtype)
+    src[rng.random(src.size) < 0.05] = -0.0
+    so = (np.array(so_pattern(pitch), np.int64) if so_pattern else
+          (rng.permutation(count) * span + rng.integers(0, 8, count)).astype(np.int64))
+    wt = rng.standard_normal(count * width + 11).astype(dtype)
+    taps = (rng.permutation(count) * width + 11).astype(np.int64)
+    acc = np.full(n_pos * step + 9, np.nan, dtype)
+    return acc, step, pitch, src, so, wt, taps
+
+
+def _check_segment(acc, done, step, pitch, src, so, wt, taps, count, width, dtype):
+    """Positions ``0 .. done`` hold the brute force's sums, bit for bit; nothing else is written."""
+    expected = np.full_like(acc, np.nan)
+    for q, total in enumerate(_segment_brute_force(src, so, wt, taps, count, pitch, done, width, dtype)):
+        expected[9 + q * step:9 + q * step + width] = total
+    np.testing.assert_array_equal(acc.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count, width_vectors, tail, n_pos", [(1, 1, 0, 1), (4, 2, 3, 6), (9, 3, 5, 9),
+                                                               (11, 0, 7, 5), (2, 4, 0, 13)])
+def test_taps_blocked(dtype, count, width_vectors, tail, n_pos):
+    """Any taps (``taps._taps_blocked``): blocks of 4 positions x 2 vectors, 4 x 1, 1 x 4, 1 x 1,
+    and the masked channel tail past the last whole vector."""
+    from gradops._fast.depthwise.taps import _taps_blocked
+
+    width = width_vectors * simd.VECTOR_BYTES // np.dtype(dtype).itemsize + tail
+    rng = np.random.default_rng(count * 100 + width + n_pos)
+    acc, step, pitch, src, so, wt, taps = _segment(rng, dtype, count, width, n_pos)
+    _taps_blocked(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, count, np.zeros(count, np.int64), False)
+    _check_segment(acc, n_pos, step, pitch, src, so, wt, taps, count, width, dtype)
+
+
+@pytest.mark.parametrize("n_pos", [2, 7, 10])
+def test_nine_taps_with_weights_in_registers(n_pos):
+    """9 taps anywhere, two vectors of channels (``rows._taps9_2x2``): the even part of the
+    positions, two at a time."""
+    from gradops._fast.depthwise.rows import _taps9_2x2
+
+    dtype = np.float32
+    width = 2 * simd.VECTOR_BYTES // 4
+    acc, step, pitch, src, so, wt, taps = _segment(np.random.default_rng(n_pos), dtype, 9, width, n_pos)
+    done = _taps9_2x2(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, False)
+    assert done == n_pos // 2 * 2
+    _check_segment(acc, done, step, pitch, src, so, wt, taps, 9, width, dtype)
+
+
+def _filter_rows_pattern(size: int, rows: int, ascending: bool):
+    """``so`` of ``rows`` filter rows of ``size`` taps reading consecutive positions, each row
+    walked ascending (the forward) or descending (the adjoint)."""
+    def pattern(pitch):
+        sign = 1 if ascending else -1
+        return [(r * 40 + 20) * pitch + sign * i * pitch for r in range(rows) for i in range(size)]
+    return pattern
+
+
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("n_pos", [3, 8, 11])
+def test_nine_taps_in_filter_rows(ascending, n_pos):
+    """A 3x3 filter of dilation 1 (``rows._taps9_rows_for``): each row's 4 source positions
+    serve two outputs; the even part of the positions."""
+    from gradops._fast.depthwise.rows import _taps9_rows_for
+
+    dtype = np.float32
+    width = 2 * simd.VECTOR_BYTES // 4
+    acc, step, pitch, src, so, wt, taps = _segment(np.random.default_rng(n_pos), dtype, 9, width, n_pos,
+                                                   _filter_rows_pattern(3, 3, ascending))
+    done = _taps9_rows_for(ascending)(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, np.zeros(4, np.int64),
+                                      True, False, src, 0, 0)
+    assert done == n_pos // 2 * 2
+    _check_segment(acc, done, step, pitch, src, so, wt, taps, 9, width, dtype)
+
+
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("size, n_pos, tail", [(3, 4, 0), (3, 12, 5), (3, 14, 0), (5, 21, 3), (5, 13, 0),
+                                               (7, 8, 0), (7, 19, 2)])
+def test_filter_row_driver(ascending, size, n_pos, tail):
+    """``rows._taps_rows_for``, which runs the microkernels ``selection`` chooses over a segment:
+    blocks of 8, of 7 (7k positions), an overlapping last block, 3-tap blocks of 4, the masked
+    channel tail; returns how many positions it computed (the rest go tap by tap)."""
+    from gradops._fast.depthwise.rows import _taps_rows_for
+
+    dtype = np.float32
+    width = simd.VECTOR_BYTES // 4 + tail
+    rows = 2
+    count = rows * size
+    acc, step, pitch, src, so, wt, taps = _segment(np.random.default_rng(size * n_pos), dtype, count, width, n_pos,
+                                                   _filter_rows_pattern(size, rows, ascending))
+    done = _taps_rows_for(size, ascending)(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, count,
+                                           np.zeros(rows + 1, np.int64), False, False, src, 0, 0)
+    assert 0 < done <= n_pos
+    _check_segment(acc, done, step, pitch, src, so, wt, taps, count, width, dtype)
