@@ -14,9 +14,10 @@ import pytest
 from numba import njit
 
 from gradops._fast import simd
-from gradops._fast.depthwise import row_template, selection
+from gradops._fast.depthwise import row_template, selection, tile_template
 
 FAMILY = {kernel.name: kernel for kernel in row_template.FAMILY}
+TILES = {kernel.name: kernel for kernel in tile_template.FAMILY}
 
 
 @functools.cache
@@ -98,10 +99,11 @@ def test_streamed_microkernel_stores():
     np.testing.assert_array_equal(plain.view(np.uint32), np.concatenate(expected).view(np.uint32))
 
 
-def test_generated_modules_are_current():
-    """``row_microkernels_*.py`` are what the template writes (regenerate with ``python -m
-    gradops._fast.depthwise.row_template``)."""
-    for path, text in row_template.generate().items():
+@pytest.mark.parametrize("template", [row_template, tile_template])
+def test_generated_modules_are_current(template):
+    """``row_microkernels_*.py`` and ``tile_microkernels.py`` are what their templates write
+    (regenerate with ``python -m gradops._fast.depthwise.row_template`` / ``tile_template``)."""
+    for path, text in template.generate().items():
         assert path.read_text() == text, f"{path.name} is out of date"
 
 
@@ -235,3 +237,46 @@ def test_filter_row_driver(ascending, size, n_pos, tail):
                                            np.zeros(rows + 1, np.int64), False, False, src, 0, 0)
     assert 0 < done <= n_pos
     _check_segment(acc, done, step, pitch, src, so, wt, taps, count, width, dtype)
+
+
+@functools.cache
+def _tile_harness(name: str):
+    """A jitted loop over the tiles of a row of ``width`` channels, calling tile ``name``."""
+    spec = TILES[name]
+    kernel = selection.tile_microkernel(name)
+    step_vectors, vector_bytes = spec.vectors, spec.vector_bytes
+
+    @njit
+    def run(acc, a, step, pitch, src, s, wt, taps, count, width):
+        lanes = vector_bytes // acc.itemsize
+        j = 0
+        while j + step_vectors * lanes <= width:
+            kernel(acc, a, step, pitch, src, s, wt, taps, j, count, False)
+            j += step_vectors * lanes
+    return run
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(TILES))
+def test_tile_against_brute_force(name, dtype):
+    """Each tile microkernel over two of its tiles of channels, 5 taps anywhere: its positions
+    hold the brute force's sums, bit for bit; nothing else is written."""
+    spec = TILES[name]
+    width = 2 * spec.vectors * spec.vector_bytes // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(sum(map(ord, name)))
+    acc, step, pitch, src, so, wt, taps = _segment(rng, dtype, 5, width, spec.positions)
+    _tile_harness(name)(acc, 9, step, pitch, src, so, wt, taps, 5, width)
+    _check_segment(acc, spec.positions, step, pitch, src, so, wt, taps, 5, width, dtype)
+
+
+def test_tile_table_covers_the_family():
+    """Every tile the table names is generated with the table's width and the shape its field
+    says, and every generated tile is selected on some tier."""
+    selected = set()
+    for tiles in selection.TILE_KERNELS.values():
+        for field, shape in (("four_by_two", (4, 2)), ("four_by_one", (4, 1)), ("one_by_four", (1, 4)),
+                             ("one_by_one", (1, 1))):
+            spec = TILES[getattr(tiles, field)]
+            assert (spec.positions, spec.vectors, spec.vector_bytes) == (*shape, tiles.vector_bytes)
+            selected.add(spec.name)
+    assert selected == set(TILES)

@@ -26,9 +26,10 @@ The modules, from the host down (each docstring says how its part works):
 * ``staging``: source rows to float rows of the canonical layouts; ``planes``: one residue plane
   of an output row, split into segments by the taps that reach them.
 * ``rows``, ``taps``: the register-blocked microkernels (whole filter rows; any taps). The
-  filter-row blocks are generated from one template (``row_template`` writes
-  ``row_microkernels_ascending`` and ``_descending``); ``selection`` is the table that says
-  which of them a filter row size uses on the code-generation target.
+  filter-row blocks and the tiles of any taps are generated, one template per family
+  (``row_template`` writes ``row_microkernels_ascending`` and ``_descending``,
+  ``tile_template`` writes ``tile_microkernels``); ``selection`` holds the tables that say which
+  of them a call uses on the code-generation target's tier.
 * ``writers``: dx rows from a row buffer, their M sums added, rounded, streamed.
 * ``codecs``: element loads and stores (half decoding and encoding) and vector stores.
 

@@ -85,7 +85,7 @@ FAMILY = tuple(
 )
 
 
-def _offset(name: str, multiple: int, unit: str = "") -> str:
+def offset_expression(name: str, multiple: int, unit: str = "") -> str:
     """``name + multiple * unit`` (``name + multiple`` without a unit), as a person would write it."""
     if multiple == 0:
         return name
@@ -96,11 +96,11 @@ def _offset(name: str, multiple: int, unit: str = "") -> str:
 
 def _load(v: int) -> str:
     """Source vector ``v`` (of the width of the sums, ``b0``)."""
-    return f"simd.load_as(b0, src, {_offset('p', v, 'pitch')})"
+    return f"simd.load_as(b0, src, {offset_expression('p', v, 'pitch')})"
 
 
 def _weight(i: int) -> str:
-    return f"simd.load_as(b0, wt, taps[{_offset('t', i)}] + j)"
+    return f"simd.load_as(b0, wt, taps[{offset_expression('t', i)}] + j)"
 
 
 def _source_loads(kernel: RowMicrokernel, sources: list[int]) -> list[str]:
@@ -154,7 +154,7 @@ def _function(kernel: RowMicrokernel) -> str:
     body = _sources_first(kernel) if kernel.schedule == "sources_first" else _tap_major(kernel)
     stores = []
     for q in range(p):
-        store = f"_put(acc, {_offset('a + j', q, 'step')}, b{q}, stream)"
+        store = f"_put(acc, {offset_expression('a + j', q, 'step')}, b{q}, stream)"
         stores += [f"if positions == {p}:", f"    {store}"] if kernel.or_one_less and q == p - 1 else [store]
     zeros = " = ".join(f"b{q}" for q in range(1, p))
     return "\n".join([

@@ -1,6 +1,7 @@
-"""The selection table of the depthwise filter-row microkernels: which generated microkernel
-(``row_template.py``) computes a block of a segment whose taps come in whole filter rows, per
-CPU tier and filter row size.
+"""The selection tables of the depthwise channels-last microkernels, per CPU tier: which
+generated filter-row microkernel (``row_template.py``) computes a block of a segment whose taps
+come in whole filter rows, per filter row size (``ROW_KERNELS``), and which tiles
+(``tile_template.py``) compute a segment of any taps (``TILE_KERNELS``).
 
 A row segment of ``n`` positions (``rows._taps_rows_for``) goes in blocks of 8 positions, or of 7
 when ``n`` is a multiple of 7 and not of 8 (7x7 and 14x14 layers; ``seven``); a remainder is one
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..target import Target
-from . import row_microkernels_ascending, row_microkernels_descending
+from . import row_microkernels_ascending, row_microkernels_descending, tile_microkernels
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,28 @@ ROW_KERNELS = {
 }
 
 
+@dataclass(frozen=True)
+class Tiles:
+    """Tile microkernel names (``tile_template.TileMicrokernel.name``) of ``taps._taps_blocked``:
+    4 positions x 2 vectors, 4 x 1 (the channels past the pairs), 1 x 4 and 1 x 1 (the last
+    positions), all with vectors of ``vector_bytes``."""
+
+    vector_bytes: int
+    four_by_two: str
+    four_by_one: str
+    one_by_four: str
+    one_by_one: str
+
+
+TILE_KERNELS = {
+    "wide": Tiles(64, "taps_4x2_64b", "taps_4x1_64b", "taps_1x4_64b", "taps_1x1_64b"),
+    # 32-byte vectors: a 4x2 tile's 8 sums and 2 weights fit AVX2's 16 registers (in 64-byte
+    # vectors they would take them all). Measured the same as 64-byte tiles at the AVX2 tier on an
+    # AVX-512 host (docs/performance.md); not yet on a Zen 3.
+    "narrow": Tiles(32, "taps_4x2_32b", "taps_4x1_32b", "taps_1x4_32b", "taps_1x1_32b"),
+}
+
+
 def tier(target: Target) -> str:
     """The table's tier of the code-generation target."""
     return "wide" if target.avx512 else "narrow"
@@ -64,6 +87,11 @@ def tier(target: Target) -> str:
 def row_sizes(target: Target) -> tuple[int, ...]:
     """The filter row sizes that take these microkernels on ``target``."""
     return tuple(ROW_KERNELS[tier(target)])
+
+
+def tile_microkernel(name: str):
+    """The generated tile microkernel ``name``."""
+    return getattr(tile_microkernels, name)
 
 
 def row_microkernel(stem: str, ascending: bool):
