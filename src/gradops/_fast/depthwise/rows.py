@@ -28,9 +28,9 @@ import functools
 from numba import njit
 
 from .. import row_njit, simd
+from ..target import codegen_target
 from .codecs import _put
 from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
-from ..target import codegen_target
 from .selection import ROW_KERNELS, row_microkernel, tier
 from .taps import _channel_tail
 
