@@ -20,6 +20,35 @@ FAMILY = {kernel.name: kernel for kernel in row_template.FAMILY}
 TILES = {kernel.name: kernel for kernel in tile_template.FAMILY}
 
 
+def _segment_brute_force(src, so, wt, taps, count, pitch, n_pos, width, dtype):
+    """A row segment's sums by definition, ``+0 + sum over t < count, in order, of src[so[t] +
+    q*pitch + j] * wt[taps[t] + j]`` per position q < n_pos, one NumPy operation (one rounding) at
+    a time."""
+    sums = []
+    for q in range(n_pos):
+        total = np.zeros(width, dtype)
+        for t in range(count):
+            start = so[t] + q * pitch
+            total = total + src[start:start + width] * wt[taps[t]:taps[t] + width]
+        sums.append(total)
+    return sums
+
+
+def _check_segment(acc, done, step, pitch, src, so, wt, taps, count, width, dtype):
+    """Positions ``0 .. done`` hold the brute force's sums, bit for bit; nothing else is written."""
+    expected = np.full_like(acc, np.nan)
+    for q, total in enumerate(_segment_brute_force(src, so, wt, taps, count, pitch, done, width, dtype)):
+        expected[9 + q * step:9 + q * step + width] = total
+    np.testing.assert_array_equal(acc.view(np.uint8), expected.view(np.uint8))
+
+
+def _row_sources(spec, low, count, pitch):
+    """``so`` of a row microkernel's taps as a segment's (below): tap t reads position q of its
+    filter row from ``low[t // T]`` plus its place in the row (read in the kernel's direction)."""
+    places = [t % spec.taps if spec.ascending else spec.taps - 1 - t % spec.taps for t in range(count)]
+    return [low[t // spec.taps] + places[t] * pitch for t in range(count)]
+
+
 @functools.cache
 def _harness(name: str):
     """A jitted loop over the vectors of a row of ``width`` channels, calling microkernel ``name``."""
@@ -35,20 +64,6 @@ def _harness(name: str):
             kernel(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)
             j += lanes
     return run
-
-
-def _brute_force(spec, src, low, wt, taps, count, pitch, positions, width, dtype):
-    """The sums the template documents, one NumPy float operation (one rounding) at a time."""
-    sums = []
-    for q in range(positions):
-        total = np.zeros(width, dtype)
-        for t in range(count):
-            row, i = divmod(t, spec.taps)
-            v = q + (i if spec.ascending else spec.taps - 1 - i)
-            start = low[row] + v * pitch
-            total = total + src[start:start + width] * wt[taps[t]:taps[t] + width]
-        sums.append(total)
-    return sums
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -72,10 +87,8 @@ def test_microkernel_against_brute_force(name, dtype):
     for positions in counts:
         acc = np.full(spec.positions * step + 9, np.nan, dtype)
         _harness(name)(acc, 9, step, pitch, src, low, wt, taps, count, False, positions, width)
-        expected = np.full_like(acc, np.nan)
-        for q, total in enumerate(_brute_force(spec, src, low, wt, taps, count, pitch, positions, width, dtype)):
-            expected[9 + q * step:9 + q * step + width] = total
-        np.testing.assert_array_equal(acc.view(np.uint8), expected.view(np.uint8))
+        _check_segment(acc, positions, step, pitch, src, _row_sources(spec, low, count, pitch), wt, taps, count, width,
+                       dtype)
 
 
 def test_streamed_microkernel_stores():
@@ -95,7 +108,7 @@ def test_streamed_microkernel_stores():
     for acc, stream in ((streamed, True), (plain, False)):
         _harness(name)(acc, 0, width, width, src, low, wt, taps, 6, stream, 8, width)
     np.testing.assert_array_equal(streamed.view(np.uint32), plain.view(np.uint32))
-    expected = _brute_force(FAMILY[name], src, low, wt, taps, 6, width, 8, width, dtype)
+    expected = _segment_brute_force(src, _row_sources(FAMILY[name], low, 6, width), wt, taps, 6, width, 8, width, dtype)
     np.testing.assert_array_equal(plain.view(np.uint32), np.concatenate(expected).view(np.uint32))
 
 
@@ -126,19 +139,7 @@ def test_selection_table_covers_the_family():
 
 
 # The other channels-last tap paths of a row segment (``planes._fill_plane_blocked`` chooses):
-# each against the brute force of the segment's definition, ``acc[a0 + q*step + j] = +0 + sum over
-# t < count, in order, of src[so[t] + q*pitch + j] * wt[taps[t] + j]``.
-
-def _segment_brute_force(src, so, wt, taps, count, pitch, n_pos, width, dtype):
-    sums = []
-    for q in range(n_pos):
-        total = np.zeros(width, dtype)
-        for t in range(count):
-            start = so[t] + q * pitch
-            total = total + src[start:start + width] * wt[taps[t]:taps[t] + width]
-        sums.append(total)
-    return sums
-
+# each against ``_segment_brute_force``.
 
 def _segment(rng, dtype, count, width, n_pos, so_pattern=None):
     """Random sources and weights for a segment: tap t reads ``src[so[t] + q*pitch + j]``, with
@@ -153,14 +154,6 @@ def _segment(rng, dtype, count, width, n_pos, so_pattern=None):
     taps = (rng.permutation(count) * width + 11).astype(np.int64)
     acc = np.full(n_pos * step + 9, np.nan, dtype)
     return acc, step, pitch, src, so, wt, taps
-
-
-def _check_segment(acc, done, step, pitch, src, so, wt, taps, count, width, dtype):
-    """Positions ``0 .. done`` hold the brute force's sums, bit for bit; nothing else is written."""
-    expected = np.full_like(acc, np.nan)
-    for q, total in enumerate(_segment_brute_force(src, so, wt, taps, count, pitch, done, width, dtype)):
-        expected[9 + q * step:9 + q * step + width] = total
-    np.testing.assert_array_equal(acc.view(np.uint8), expected.view(np.uint8))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

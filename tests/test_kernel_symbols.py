@@ -80,7 +80,10 @@ def _run(tmp_path, code: str) -> str:
 def test_factory_kernels_from_two_processes_keep_their_own_code(tmp_path):
     (tmp_path / "factory_kernels.py").write_text(FACTORY)
     alone = [_run(tmp_path, f"import factory_kernels as f; print(f.kernel({k})(1.0))") for k in (2, 3)]
-    assert alone[0] != alone[1]
+    # each what Python computes from the same source, uncompiled
+    python = _run(tmp_path, "import factory_kernels as f; print(f._scaler(2).py_func(1.0)); "
+                            "print(f._scaler(3).py_func(1.0))").split()
+    assert [float(value) for value in alone] == [float(value) for value in python] and alone[0] != alone[1]
     # Each process above numbered its functions alike; this one loads both kernels.
     loaded = _run(tmp_path, "import factory_kernels as f; print(f.kernel(2)(1.0)); print(f.kernel(3)(1.0))")
     assert loaded.split() == alone

@@ -7,9 +7,11 @@ on their first call, so ``import gradops`` stays cheap.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from functools import cache
+from types import ModuleType
 
 from .errors import DescriptorError
 
@@ -31,6 +33,14 @@ def _environment_backend() -> str:
         return os.environ.get(ENV_VAR, "auto")
     value = _ENVIRON.get(_ENV_KEY)
     return "auto" if value is None else os.environ.decodevalue(value)
+
+
+@cache
+def fast_module(name: str) -> ModuleType:
+    """``gradops._fast.<name>``, the fast backend's module of one family, imported on its first
+    call (so that ``import gradops`` does not import numba) and then held: an import statement per
+    call costs microseconds, as much as a small call's kernel."""
+    return importlib.import_module(f"{__package__}._fast.{name}")
 
 
 @cache

@@ -3,31 +3,20 @@ over everything but the axes and the 2 taps, accumulating in float64 and roundin
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
-
 import numpy as np
 
 from ._arrays import require_memory
+from ._backend import fast_module
 from ._resample_params import Taps, _Plan
 
 
 _REFERENCE_ARRAYS = 4
 
 
-@cache
-def _fast_resample() -> Any:
-    """The fast backend's resample module, imported on first use (an import statement per call
-    costs microseconds)."""
-    from ._fast import resample
-
-    return resample
-
-
 def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *, gradient: bool) -> None:
     """Run the forward op (``out = J source``) or its adjoint (``out = J^T source``)."""
     if backend == "fast":
-        fast = _fast_resample()
+        fast = fast_module("resample")
         (fast.resample_backward if gradient else fast.resample_forward)(source, out, plan.taps, key=plan.tap_key)
     else:
         # float64 intermediates: the source's copy, and at most two arrays and a contribution of

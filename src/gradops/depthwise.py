@@ -32,14 +32,14 @@ output size that truncates to 0 (SPEC 5.3). A sum over no taps is 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from ._arrays import as_array, prepare_out, require_memory
-from ._backend import resolve_backend
+from ._backend import fast_module, resolve_backend
 from ._memo import memoized, typed_key
 from ._depthwise_reference import BFLOAT16, REFERENCE_KERNELS
 from .errors import DataTypeError, DescriptorError, ShapeError
@@ -352,7 +352,7 @@ class _DepthwiseDesc:
             return
         args = (*self._kernel_attrs, geometry.pad_top, geometry.pad_left)
         if backend == "fast":
-            getattr(_fast_kernels(), kernel)(*operands, out, *args)
+            getattr(fast_module("depthwise"), kernel)(*operands, out, *args)
         else:
             # float64 copies of the operands, the accumulator and one tap's products
             nbytes = 8 * (2 * sum(operand.size for operand in operands) + 3 * out.size)
@@ -438,15 +438,6 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
         self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
                   geometry, backend)
         return out
-
-
-@cache
-def _fast_kernels() -> Any:
-    """The fast backend's depthwise module, imported on first use (an import statement per call
-    costs microseconds)."""
-    from ._fast import depthwise
-
-    return depthwise
 
 
 # --- NumPy-level functions (tf.raw_ops signatures) ------------------------------------------

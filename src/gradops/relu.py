@@ -13,13 +13,13 @@ TensorFlow's ``ReluGrad`` multiplies by a mask instead (inf*0 = NaN, -0 kept) an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
 from ._arrays import check_input, check_same, prepare_out
-from ._backend import resolve_backend
+from ._backend import fast_module, resolve_backend
 from .dml import DataType, FeatureLevel, OperatorDesc, TensorDesc, require_feature_level
 from .errors import DataTypeError, ShapeError
 from .registry import OpInfo, run_dml_json
@@ -70,19 +70,10 @@ def relu_grad(x: np.ndarray, dy: np.ndarray, *, out: np.ndarray | None = None,
 def _select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray, backend: str) -> None:
     """``out = x > 0 ? value : 0``, the one kernel behind both operators."""
     if backend == "fast":
-        _fast_select()(x, value, out)
+        fast_module("relu").select_positive(x, value, out)
     else:
         # np.where materialises the result before copyto writes, so out may alias x or value.
         np.copyto(out, np.where(x > 0, value, out.dtype.type(0)))
-
-
-@cache
-def _fast_select():
-    """The fast backend's select, imported on first use (an import statement per call costs
-    microseconds, as much as a small call's kernel)."""
-    from ._fast.relu import select_positive
-
-    return select_positive
 
 
 def _check_relu_tensors(descs: Sequence[tuple[str, TensorDesc, bool]], feature_level: FeatureLevel | None,

@@ -23,6 +23,7 @@ numba's documented extension API (``numba.extending``, ``numba.core.cgutils`` in
 
 from __future__ import annotations
 
+import functools
 import secrets
 from typing import Callable
 
@@ -56,16 +57,6 @@ def add_cache_locators(mixin: type) -> None:
         for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
 
 
-class _RandomIds:
-    """An endless source of random 63-bit ids, in place of numba's counter from 1."""
-
-    def __iter__(self) -> "_RandomIds":
-        return self
-
-    def __next__(self) -> int:
-        return secrets.randbits(63)
-
-
 def unique_symbols_across_processes() -> None:
     """Make the symbol name of every function numba compiles from now on unique across processes.
 
@@ -79,7 +70,7 @@ def unique_symbols_across_processes() -> None:
     the forward run the adjoint's filter rows. numba issue #10486 describes the same collision.)
     Random ids make such a clash as unlikely as a 63-bit collision. The cache index does not
     include the id, so cached kernels are found as before."""
-    bytecode.FunctionIdentity._unique_ids = _RandomIds()
+    bytecode.FunctionIdentity._unique_ids = iter(functools.partial(secrets.randbits, 63), -1)  # endless: never -1
 
 
 def native_thread_count() -> Callable[[], int] | None:

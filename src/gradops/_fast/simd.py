@@ -78,16 +78,29 @@ def lanes(typingctx, array):
     return types.intp(array), codegen
 
 
+def _zeros_codegen(vector_type: FloatVector):
+    def codegen(context, builder, signature, args):
+        return ir.Constant(context.get_value_type(vector_type), None)
+    return codegen
+
+
+def _load_codegen(vector_type: FloatVector, array_at: int):
+    """A vector load of ``vector_type`` from the array and index at arguments ``array_at`` and
+    ``array_at + 1`` (no alignment needed)."""
+    def codegen(context, builder, signature, args):
+        pointer = _pointer(context, builder, signature.args[array_at], args[array_at], signature.args[array_at + 1],
+                           args[array_at + 1], context.get_value_type(vector_type))
+        return builder.load(pointer, align=vector_type.dtype.bitwidth // 8)
+    return codegen
+
+
 @intrinsic
 def zeros(typingctx, array):
     """A vector of +0.0 of ``array``'s dtype."""
     if not _float_array(array):
         return None
     vector_type = FloatVector(array.dtype)
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(context.get_value_type(vector_type), None)
-    return vector_type(array), codegen
+    return vector_type(array), _zeros_codegen(vector_type)
 
 
 @intrinsic
@@ -98,10 +111,7 @@ def zeros_of(typingctx, array, vector_bytes):
             and vector_bytes.literal_value in (16, 32, 64)):
         return None
     vector_type = FloatVector(array.dtype, vector_bytes.literal_value)
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(context.get_value_type(vector_type), None)
-    return vector_type(array, vector_bytes), codegen
+    return vector_type(array, vector_bytes), _zeros_codegen(vector_type)
 
 
 @intrinsic
@@ -110,12 +120,7 @@ def load_as(typingctx, like, array, index):
     if not (isinstance(like, FloatVector) and _float_array(array) and array.dtype == like.dtype
             and isinstance(index, types.Integer)):
         return None
-
-    def codegen(context, builder, signature, args):
-        vector = context.get_value_type(like)
-        pointer = _pointer(context, builder, signature.args[1], args[1], signature.args[2], args[2], vector)
-        return builder.load(pointer, align=array.dtype.bitwidth // 8)
-    return like(like, array, index), codegen
+    return like(like, array, index), _load_codegen(like, 1)
 
 
 @intrinsic
@@ -124,12 +129,7 @@ def load(typingctx, array, index):
     if not (_float_array(array) and isinstance(index, types.Integer)):
         return None
     vector_type = FloatVector(array.dtype)
-
-    def codegen(context, builder, signature, args):
-        vector = context.get_value_type(vector_type)
-        pointer = _pointer(context, builder, signature.args[0], args[0], signature.args[1], args[1], vector)
-        return builder.load(pointer, align=array.dtype.bitwidth // 8)
-    return vector_type(array, index), codegen
+    return vector_type(array, index), _load_codegen(vector_type, 0)
 
 
 def mark_nontemporal(builder, store) -> None:
@@ -138,8 +138,8 @@ def mark_nontemporal(builder, store) -> None:
 
 
 def _store_intrinsic(streaming: bool, half: bool, doc: str):
-    """A vector store intrinsic; ``streaming`` adds the non-temporal hint (and, for float, 64-byte
-    alignment). ``half``: a float32 vector stored as float16 bits into a uint16 array (LLVM
+    """A vector store intrinsic; ``streaming`` adds the non-temporal hint (and alignment to the
+    vector's size). ``half``: a float32 vector stored as float16 bits into a uint16 array (LLVM
     ``fptrunc``: round to nearest even, as ``half.encode``), only where the CPU converts half in
     hardware (``half.HARDWARE_HALF``): elsewhere LLVM would call a library routine that numba's
     JIT does not link."""
