@@ -42,3 +42,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def no_prepared_calls():
+    """Each test starts with no depthwise calls prepared by an earlier one (``depthwise._CALLS``): a
+    test that patches a decision made while preparing must see it made."""
+    from gradops import depthwise
+    depthwise._CALLS.clear()

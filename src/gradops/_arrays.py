@@ -29,6 +29,11 @@ def dtype_names(dtypes: Iterable[np.dtype]) -> str:
 _WHOLE_SIZES_CHECKED: ContextVar[bool] = ContextVar("gradops_whole_sizes_checked", default=True)
 
 
+def whole_sizes_checked() -> bool:
+    """False inside :func:`blockwise_validation`."""
+    return _WHOLE_SIZES_CHECKED.get()
+
+
 @contextlib.contextmanager
 def blockwise_validation() -> Iterator[None]:
     """Validate a call of the NumPy API on whole-array stand-ins without the limits on sizes (the
@@ -195,16 +200,20 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Mapping[str, np.ndarray],
                 may_alias: Sequence[str] = (), name: str = "out", like: np.ndarray | None = None,
                 size_field: str = "out") -> np.ndarray:
-    """Validate a user's ``out=`` array, or allocate a fresh one (:func:`allocate_output`, in the
-    memory order of ``like``, as NumPy's ``order="K"``; a size error names ``size_field``).
-
-    ``out`` must be a writeable ndarray of exactly ``shape`` and ``dtype`` whose elements do
-    not overlap each other. It may share memory with an input only if that input's name is in
-    ``may_alias`` and the two are the very same view (element-wise operators run in place).
-    A subclass is written through a base-class view, which is returned; a masked array is refused.
-    """
+    """Validate a user's ``out=`` array (:func:`check_out`, then :func:`check_disjoint`), or
+    allocate a fresh one (:func:`allocate_output`, in the memory order of ``like``, as NumPy's
+    ``order="K"``; a size error names ``size_field``)."""
     if out is None:
         return allocate_output(size_field, tuple(shape), dtype, like)
+    out = check_out(out, shape=shape, dtype=dtype, name=name)
+    check_disjoint(out, inputs, may_alias, name)
+    return out
+
+
+def check_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, name: str = "out") -> np.ndarray:
+    """A user's ``out=`` array, checked for what its type and layout decide: a writeable ndarray
+    of exactly ``shape`` and ``dtype`` whose elements do not overlap each other. A subclass is
+    written through a base-class view, which is returned; a masked array is refused."""
     if not isinstance(out, np.ndarray):
         raise AliasingError.expected(name, "a NumPy array or None", out)
     if isinstance(out, np.ma.MaskedArray):
@@ -224,6 +233,14 @@ def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Ma
     if overlap:
         raise AliasingError(name, f"expected an array whose elements do not overlap, got strides "
                             f"{out.strides} for shape {out.shape} ({overlap})")
+    return out
+
+
+def check_disjoint(out: np.ndarray, inputs: Mapping[str, np.ndarray], may_alias: Sequence[str] = (),
+                   name: str = "out") -> None:
+    """``out`` shares no memory with the ``inputs``, except those named in ``may_alias``, which
+    it may be exactly (element-wise operators run in place): what the addresses decide, checked
+    on every call."""
     for input_name, array in inputs.items():
         if not _shares_memory(out, array):
             continue
@@ -232,4 +249,3 @@ def prepare_out(out: Any, *, shape: tuple[int, ...], dtype: np.dtype, inputs: Ma
         allowed = f" (only exactly `{input_name}` itself)" if input_name in may_alias else ""
         raise AliasingError(name, f"expected memory disjoint from `{input_name}`{allowed}, "
                             "got an array that overlaps it")
-    return out

@@ -27,7 +27,7 @@ _ENVIRON = getattr(os.environ, "_data", None)
 _ENV_KEY = os.environ.encodekey(ENV_VAR) if _ENVIRON is not None and hasattr(os.environ, "encodekey") else None
 
 
-def _environment_backend() -> str:
+def environment_backend() -> str:
     """``GRADOPS_BACKEND`` as ``os.environ`` has it now, or ``"auto"``."""
     if _ENV_KEY is None:
         return os.environ.get(ENV_VAR, "auto")
@@ -52,7 +52,7 @@ def resolve_backend(backend: str | None) -> str:
     """Return ``"fast"`` or ``"reference"`` for a user's ``backend=`` argument."""
     field = "backend"
     if backend is None:
-        backend, field = _environment_backend(), ENV_VAR
+        backend, field = environment_backend(), ENV_VAR
     if backend == "auto":
         return "fast" if fast_available() else "reference"
     if backend not in BACKENDS:

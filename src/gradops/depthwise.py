@@ -34,12 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ._arrays import as_array, prepare_out, require_memory
-from ._backend import fast_module, resolve_backend
+from ._arrays import (allocate_output, as_array, check_disjoint, prepare_out, require_memory,
+                      whole_sizes_checked)
+from ._backend import environment_backend, fast_module, resolve_backend
 from ._memo import memoized, typed_key
 from ._depthwise_reference import BFLOAT16, REFERENCE_KERNELS
 from .errors import DataTypeError, DescriptorError, ShapeError
@@ -60,6 +61,9 @@ _TF_TYPE_LIST = "half, bfloat16, float, double"
 _PADDINGS = ("SAME", "VALID", "EXPLICIT")
 _DATA_FORMATS = ("NHWC", "NCHW")
 _INT32_MAX = 2**31 - 1
+# A prepared call (``_DepthwiseDesc._prepare_run``): its two operands in the op's argument order,
+# and ``out`` or None; returns the output.
+Run = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray]
 
 
 # --- attribute and argument checks ---------------------------------------------------------
@@ -231,6 +235,13 @@ class _DepthwiseDesc:
 
     OPERATOR: ClassVar[str]
     ERROR_PREFIX: ClassVar[str]  # TensorFlow's prefix for shape errors of this op
+    ARGUMENTS: ClassVar[tuple[str, ...]]  # the operands, in the op's argument order
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # which operands are tensors and which are sizes (``input_sizes``, ``filter_sizes``)
+        cls.TENSORS = tuple(i for i, name in enumerate(cls.ARGUMENTS) if not name.endswith("_sizes"))
+        cls.SIZES = tuple(i for i, name in enumerate(cls.ARGUMENTS) if name.endswith("_sizes"))
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -338,27 +349,60 @@ class _DepthwiseDesc:
         return DepthwiseGeometry(batch, height, width, channels, filter_height, filter_width, multiplier,
                                  out_h, out_w, pad_top, pad_bottom, pad_left, pad_right)
 
-    def _prepare_out(self, out: Any, shape: tuple[int, ...], inputs: Mapping[str, np.ndarray], size_field: str
-                     ) -> np.ndarray:
-        return prepare_out(out, shape=shape, dtype=self.T, inputs=inputs, size_field=size_field)
-
-    def _run(self, kernel: str, operands: tuple[np.ndarray, ...], out: np.ndarray, geometry: DepthwiseGeometry,
-             backend: str) -> None:
-        """Run ``kernel`` (a name in ``gradops._fast.depthwise`` and ``REFERENCE_KERNELS``) on NHWC views."""
-        if out.size == 0:
-            return
-        if any(operand.size == 0 for operand in operands):
-            out[...] = 0  # a sum over no taps (e.g. a 0-size filter or an empty out_backprop), as TF
-            return
+    def _prepare_run(self, kernel: str, operands: Mapping[str, np.ndarray], out: Any, shape: tuple[int, ...],
+                     size_field: str, geometry: DepthwiseGeometry, backend: str | None) -> tuple[Run, np.ndarray]:
+        """The run of every call whose operands (in the op's argument order), ``out`` and backend
+        have these types and layouts, and this call's output: ``out`` checked, or a fresh one.
+        The run computes ``kernel`` (a name in ``gradops._fast.depthwise`` and
+        ``REFERENCE_KERNELS``) on NHWC views, with what the layouts fix decided once; it checks
+        what the addresses decide (an ``out`` overlapping an operand) on every call."""
+        backend = resolve_backend(backend)
+        out = prepare_out(out, shape=shape, dtype=self.T, inputs=operands, size_field=size_field)
+        names, T = tuple(operands), self.T
+        a, b = self._kernel_operands(*operands.values())
         args = (*self._kernel_attrs, geometry.pad_top, geometry.pad_left)
-        if backend == "fast":
-            getattr(fast_module("depthwise"), kernel)(*operands, out, *args)
+        if out.size == 0:
+            compute = _nothing
+        elif a.size == 0 or b.size == 0:
+            compute = _zeros  # a sum over no taps (e.g. a 0-size filter or an empty out_backprop), as TF
+        elif backend == "fast":
+            compute = getattr(fast_module("depthwise"), kernel).prepare(a, b, self._kernel_out(out), *args)
         else:
             # float64 copies of the operands, the accumulator and one tap's products
-            nbytes = 8 * (2 * sum(operand.size for operand in operands) + 3 * out.size)
+            nbytes = 8 * (2 * (a.size + b.size) + 3 * out.size)
             require_memory("backend", nbytes, lambda: f"the reference backend's float64 copies need about "
                            f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
-            REFERENCE_KERNELS[kernel](*operands, out, *args)
+            compute = partial(_reference, REFERENCE_KERNELS[kernel], args)
+        kernel_operands, kernel_out = self._kernel_operands, self._kernel_out
+
+        def run(first: np.ndarray, second: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+            if out is None:
+                out = allocate_output(size_field, shape, T)
+            else:
+                check_disjoint(out, dict(zip(names, (first, second))))
+            compute(*kernel_operands(first, second), kernel_out(out))
+            return out
+        return run, out
+
+    def _kernel_operands(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel's two operands, NHWC-indexed, from the op's (in its argument order)."""
+        raise NotImplementedError
+
+    def _kernel_out(self, out: np.ndarray) -> np.ndarray:
+        """The kernel's output view of ``out``: NHWC-indexed, except a filter gradient."""
+        return _nhwc_view(out, self.data_format)
+
+
+def _nothing(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """An empty output needs nothing."""
+
+
+def _zeros(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    out[...] = 0
+
+
+def _reference(kernel: Callable[..., None], args: tuple, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    kernel(a, b, out, *args)
 
 
 @dataclass(frozen=True)
@@ -367,6 +411,7 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
 
     OPERATOR = "DepthwiseConv2dNative"
     ERROR_PREFIX = ""
+    ARGUMENTS = ("input", "filter")
 
     def geometry(self, input_shape: Sequence[int], filter_shape: Sequence[int]) -> DepthwiseGeometry:
         return self._geometry(_shape4("input.shape", input_shape), "input.shape",
@@ -374,17 +419,24 @@ class DepthwiseConv2dNativeDesc(_DepthwiseDesc):
 
     def __call__(self, input: np.ndarray, filter: np.ndarray, *, out: np.ndarray | None = None,
                  backend: str | None = None) -> np.ndarray:
+        run, operands, out = self.prepare(input, filter, out=out, backend=backend)
+        return run(*operands, out)
+
+    def prepare(self, input: np.ndarray, filter: np.ndarray, *, out: np.ndarray | None = None,
+                backend: str | None = None) -> tuple[Run, tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Check a call; return the run of calls like it (``_prepare_run``), its operands as
+        arrays and its output."""
         x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
         geometry = self._checked_geometry(x.shape, filt.shape)
-        backend = resolve_backend(backend)
         # the output grows with the padding, or with the filter's channel multiplier
         size_field = "explicit_paddings" if self.padding == "EXPLICIT" else "filter.shape"
-        out = self._prepare_out(out, geometry.output_shape(self.data_format), {"input": x, "filter": filt},
-                                size_field)
-        self._run("conv_forward", (_nhwc_view(x, self.data_format), filt), _nhwc_view(out, self.data_format),
-                  geometry, backend)
-        return out
+        run, out = self._prepare_run("conv_forward", {"input": x, "filter": filt}, out,
+                                     geometry.output_shape(self.data_format), size_field, geometry, backend)
+        return run, (x, filt), out
+
+    def _kernel_operands(self, x: np.ndarray, filt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _nhwc_view(x, self.data_format), filt
 
 
 @dataclass(frozen=True)
@@ -394,6 +446,7 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
 
     OPERATOR = "DepthwiseConv2dNativeBackpropInput"
     ERROR_PREFIX = "DepthwiseConv2DBackpropInput: "
+    ARGUMENTS = ("input_sizes", "filter", "out_backprop")
 
     def geometry(self, input_sizes: Any, filter_shape: Sequence[int],
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
@@ -403,15 +456,23 @@ class DepthwiseConv2dNativeBackpropInputDesc(_DepthwiseDesc):
 
     def __call__(self, input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
+        run, operands, out = self.prepare(input_sizes, filter, out_backprop, out=out, backend=backend)
+        return run(*operands, out)
+
+    def prepare(self, input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray, *,
+                out: np.ndarray | None = None, backend: str | None = None
+                ) -> tuple[Run, tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Check a call; return the run of calls like it (``_prepare_run``), its operands as
+        arrays and its output."""
         filt = _check_tensor("filter", filter, self.ERROR_PREFIX, self.T)
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self._checked_geometry(input_sizes, filt.shape, dy.shape)
-        backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.input_shape(self.data_format), {"filter": filt, "out_backprop": dy},
-                                "input_sizes")
-        self._run("backprop_input", (_nhwc_view(dy, self.data_format), filt), _nhwc_view(out, self.data_format),
-                  geometry, backend)
-        return out
+        run, out = self._prepare_run("backprop_input", {"filter": filt, "out_backprop": dy}, out,
+                                     geometry.input_shape(self.data_format), "input_sizes", geometry, backend)
+        return run, (filt, dy), out
+
+    def _kernel_operands(self, filt: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _nhwc_view(dy, self.data_format), filt
 
 
 @dataclass(frozen=True)
@@ -421,6 +482,7 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
 
     OPERATOR = "DepthwiseConv2dNativeBackpropFilter"
     ERROR_PREFIX = "DepthwiseConv2DBackpropFilter: "
+    ARGUMENTS = ("input", "filter_sizes", "out_backprop")
 
     def geometry(self, input_shape: Sequence[int], filter_sizes: Any,
                  out_backprop_shape: Sequence[int]) -> DepthwiseGeometry:
@@ -430,13 +492,25 @@ class DepthwiseConv2dNativeBackpropFilterDesc(_DepthwiseDesc):
 
     def __call__(self, input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray, *,
                  out: np.ndarray | None = None, backend: str | None = None) -> np.ndarray:
+        run, operands, out = self.prepare(input, filter_sizes, out_backprop, out=out, backend=backend)
+        return run(*operands, out)
+
+    def prepare(self, input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray, *,
+                out: np.ndarray | None = None, backend: str | None = None
+                ) -> tuple[Run, tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Check a call; return the run of calls like it (``_prepare_run``), its operands as
+        arrays and its output."""
         x = _check_tensor("input", input, self.ERROR_PREFIX, self.T)
         dy = _check_tensor("out_backprop", out_backprop, self.ERROR_PREFIX, self.T)
         geometry = self._checked_geometry(x.shape, filter_sizes, dy.shape)
-        backend = resolve_backend(backend)
-        out = self._prepare_out(out, geometry.filter_shape, {"input": x, "out_backprop": dy}, "filter_sizes")
-        self._run("backprop_filter", (_nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)), out,
-                  geometry, backend)
+        run, out = self._prepare_run("backprop_filter", {"input": x, "out_backprop": dy}, out,
+                                     geometry.filter_shape, "filter_sizes", geometry, backend)
+        return run, (x, dy), out
+
+    def _kernel_operands(self, x: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _nhwc_view(x, self.data_format), _nhwc_view(dy, self.data_format)
+
+    def _kernel_out(self, out: np.ndarray) -> np.ndarray:
         return out
 
 
@@ -446,10 +520,54 @@ _DESCRIPTORS: dict = {}
 _GEOMETRIES: dict = {}
 
 
+# Runs prepared by earlier calls (``_call``); past this many the table starts over, as ``_memo``'s.
+_CALLS: dict = {}
+_MAX_CALLS = 1024
+
+
 def _descriptor(cls: type, *attributes: Any) -> Any:
     """``cls(*attributes)``, validated once per distinct attributes (``_memo``; descriptors are
     frozen, so one can serve every call)."""
     return memoized(_DESCRIPTORS, (cls, *attributes), lambda: cls(*attributes))
+
+
+def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str | None) -> np.ndarray:
+    """``cls``'s op on ``arguments`` (in its argument order, ``cls.ARGUMENTS``).
+
+    A training step calls each layer's ops with the same attributes, sizes and layouts again and
+    again, and checking them, planning and describing the arrays to a kernel cost several times
+    a small call's kernel. Every one of those steps depends only on what the key of ``_CALLS``
+    holds: the attributes and sizes with their types (``typed_key``), the dtype, shape and strides
+    of every array (and whether ``out`` is writeable), the backend asked for and the environment's,
+    and whether whole sizes are checked (``blockwise_validation``). So the run prepared by the
+    first such call (``prepare``) serves the calls that follow; it checks on every call what the
+    addresses decide (an ``out`` overlapping an operand), and the kernel plans what the data
+    decides. Arguments that cannot be part of a key (anything but plain ndarrays, sizes given as
+    an array) are prepared for their call alone, as is any call that raises."""
+    tensors = tuple(arguments[i] for i in cls.TENSORS)
+    try:
+        key = (cls, typed_key((*attributes, *(arguments[i] for i in cls.SIZES))), *map(_layout, tensors),
+               None if out is None else (*_layout(out), out.flags.writeable), backend, environment_backend(),
+               whole_sizes_checked())
+        run = _CALLS.get(key)
+    except TypeError:
+        key = run = None
+    if run is None:
+        T = _check_tensor(cls.ARGUMENTS[cls.TENSORS[0]], tensors[0], cls.ERROR_PREFIX).dtype
+        run, tensors, out = _descriptor(cls, T, *attributes).prepare(*arguments, out=out, backend=backend)
+        if key is not None:
+            if len(_CALLS) >= _MAX_CALLS:
+                _CALLS.clear()
+            _CALLS[key] = run
+    return run(*tensors, out)
+
+
+def _layout(array: Any) -> tuple:
+    """What a prepared run depends on of an array argument; a ``TypeError`` (no key) for
+    anything but a plain ndarray."""
+    if type(array) is not np.ndarray:
+        raise TypeError("only plain ndarrays are part of a key")
+    return array.dtype, array.shape, array.strides
 
 
 def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequence[int], padding: str, *,
@@ -465,9 +583,8 @@ def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequ
     of ``input``, is float16, bfloat16, float32 or float64, and ``filter`` must match it.
     Unlike TF's CPU kernel, NCHW, dilations and unequal row/column strides are accepted.
     """
-    T = _check_tensor("input", input, "").dtype
-    desc = _descriptor(DepthwiseConv2dNativeDesc, T, strides, padding, explicit_paddings, data_format, dilations)
-    return desc(input, filter, out=out, backend=backend)
+    return _call(DepthwiseConv2dNativeDesc, (strides, padding, explicit_paddings, data_format, dilations),
+                 (input, filter), out, backend)
 
 
 def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray, out_backprop: np.ndarray,
@@ -484,9 +601,8 @@ def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray,
     float64. Half types accumulate in float32 and round once (SPEC 5.6). Unlike TF's CPU
     kernel, NCHW, dilations (honoured, not ignored) and unequal row/column strides are accepted.
     """
-    T = _check_tensor("filter", filter, DepthwiseConv2dNativeBackpropInputDesc.ERROR_PREFIX).dtype
-    desc = _descriptor(DepthwiseConv2dNativeBackpropInputDesc, T, strides, padding, explicit_paddings, data_format, dilations)
-    return desc(input_sizes, filter, out_backprop, out=out, backend=backend)
+    return _call(DepthwiseConv2dNativeBackpropInputDesc, (strides, padding, explicit_paddings, data_format,
+                 dilations), (input_sizes, filter, out_backprop), out, backend)
 
 
 def depthwise_conv2d_native_backprop_filter(input: np.ndarray, filter_sizes: Any, out_backprop: np.ndarray,
@@ -501,9 +617,8 @@ def depthwise_conv2d_native_backprop_filter(input: np.ndarray, filter_sizes: Any
     ``input`` and ``out_backprop`` share T: float16, bfloat16, float32 or float64; half types
     accumulate in float32 and round once. NCHW, dilations and unequal strides are accepted.
     """
-    T = _check_tensor("input", input, DepthwiseConv2dNativeBackpropFilterDesc.ERROR_PREFIX).dtype
-    desc = _descriptor(DepthwiseConv2dNativeBackpropFilterDesc, T, strides, padding, explicit_paddings, data_format, dilations)
-    return desc(input, filter_sizes, out_backprop, out=out, backend=backend)
+    return _call(DepthwiseConv2dNativeBackpropFilterDesc, (strides, padding, explicit_paddings, data_format,
+                 dilations), (input, filter_sizes, out_backprop), out, backend)
 
 
 # --- registry: `gradops run` with TensorFlow field names -------------------------------------

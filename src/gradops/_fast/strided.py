@@ -24,20 +24,26 @@ def aligned_input(array: np.ndarray) -> np.ndarray:
 
 
 def flat_view(array: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """A 1-D view spanning ``array``'s memory from its lowest address, the element offset of
-    index (0, ..., 0) in it, and the element strides. ``array`` must be element-aligned."""
+    """A 1-D view spanning ``array``'s memory from its lowest address (:func:`flat_buffer`), the
+    element offset of index (0, ..., 0) in it, and the element strides. ``array`` must be
+    element-aligned."""
     itemsize = array.itemsize
     strides = np.array([s // itemsize for s in array.strides], dtype=np.int64)
+    # index (0, ..., 0) lies past the span of the axes with negative strides
+    offset = -sum(min(s, 0) * (n - 1) for s, n in zip(strides.tolist(), array.shape))
+    return flat_buffer(array), offset, strides
+
+
+def flat_buffer(array: np.ndarray) -> np.ndarray:
+    """The 1-D view of :func:`flat_view` alone: what a call whose layout is known already needs."""
     if array.flags.c_contiguous or array.flags.f_contiguous:
         # Dense: a plain reshape is a view (and ~30x cheaper than as_strided for small calls).
-        return array.reshape(-1, order="A"), 0, strides
-    shape = np.array(array.shape, dtype=np.int64)
-    offset = int(-np.sum(np.minimum(strides, 0) * (shape - 1)))
-    span = int(np.sum(np.abs(strides) * (shape - 1))) + 1
-    start = array[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in strides)]
-    buf = np.lib.stride_tricks.as_strided(start, shape=(span,), strides=(itemsize,),
-                                          writeable=array.flags.writeable)
-    return buf, offset, strides
+        return array.reshape(-1, order="A")
+    itemsize = array.itemsize
+    span = sum(abs(s) // itemsize * (n - 1) for s, n in zip(array.strides, array.shape)) + 1
+    start = array[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in array.strides)]
+    return np.lib.stride_tricks.as_strided(start, shape=(span,), strides=(itemsize,),
+                                           writeable=array.flags.writeable)
 
 
 def coalesce(shape: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:

@@ -52,10 +52,10 @@ from ..pool import share, thread_count
 from ..strided import element_aligned
 from .codecs import _FLOAT, _HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
-from .call_plans import CallPlan, filter_plan, forward_plan, input_plan
+from .call_plans import filter_plan, forward_plan, input_plan
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_record, _kernel_view, _live_taps, _on_lines,
-                   _planar_block_rows, _weights)
+from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
+                   _on_lines, _planar_block_rows, _weights)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter"]
 
@@ -72,41 +72,59 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
           src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
 
 
-def _entry_point(role: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``compute(a, b, out, *attrs)`` for non-empty operands and an element-aligned ``out``: an empty
-    output needs nothing, an empty operand means a sum over no taps (zeros), and an output view
-    whose strides are not whole elements is computed into a temporary and copied. ``role`` says
-    which operands are the input-space tensor and the filter ("forward": x, filter, y; "input":
-    dy, filter, dx; "filter": x, dy, dfilter), so that taps reading only padding are left out
+Runner = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def _nothing(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """An empty output needs nothing."""
+
+
+def _zeros(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """A sum over no taps: an empty operand, or taps that all read padding."""
+    out[...] = 0
+
+
+def _crop(role: str, taps: tuple, crop_h: int, crop_w: int, a: np.ndarray, b: np.ndarray, out: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The operands without the taps left out by ``_live_taps`` and the positions before the crop."""
+    if role == "forward":
+        return a[:, crop_h:, crop_w:], b[taps], out
+    if role == "input":
+        return a, b[taps], out[:, crop_h:, crop_w:]
+    return a[:, crop_h:, crop_w:], b, out[taps]
+
+
+def _entry_point(role: str) -> Callable[[Callable[..., Runner]], Callable[..., None]]:
+    """Wraps ``prepare(a, b, out, *attrs) -> run`` of non-empty operands and an element-aligned
+    ``out`` into the entry point ``entry(a, b, out, *attrs)``, and its own ``entry.prepare``.
+
+    ``entry.prepare`` takes every decision that the operands' layouts (shapes, strides, dtypes)
+    and the attributes fix, and returns ``run(a, b, out)``, which computes operands of those
+    layouts (``gradops.depthwise`` keeps it for the calls that follow): an empty output needs
+    nothing, an empty operand means a sum over no taps (zeros), and an output view whose strides
+    are not whole elements is computed into a temporary and copied. ``role`` says which operands
+    are the input-space tensor and the filter ("forward": x, filter, y; "input": dy, filter, dx;
+    "filter": x, dy, dfilter), so that taps reading only padding are left out
     (:func:`_live_taps`)."""
-    def wrap(compute: Callable[..., None]) -> Callable[..., None]:
-        @functools.wraps(compute)
-        def entry(a: np.ndarray, b: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
-                  dil_w: int, pad_top: int, pad_left: int) -> None:
+    def wrap(prepare_compute: Callable[..., Runner]) -> Callable[..., None]:
+        def prepare(a: np.ndarray, b: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
+                    dil_w: int, pad_top: int, pad_left: int) -> Runner:
             if out.size == 0:
-                return
+                return _nothing
             if a.size == 0 or b.size == 0:
-                out[...] = 0
-                return
+                return _zeros
             space = out if role == "input" else a
             filter_shape = out.shape if role == "filter" else b.shape
             output_space = a if role == "input" else (b if role == "filter" else out)
             rows = _live_taps(space.shape[1], output_space.shape[1], filter_shape[0], stride_h, dil_h, pad_top)
             cols = _live_taps(space.shape[2], output_space.shape[2], filter_shape[1], stride_w, dil_w, pad_left)
             if rows is None or cols is None:
-                out[...] = 0  # every tap reads padding
-                return
+                return _zeros  # every tap reads padding
             (k0h, k1h, crop_h, pad_top, dil_h), (k0w, k1w, crop_w, pad_left, dil_w) = rows, cols
+            crop = None
             if (k0h, k1h + 1, k0w, k1w + 1, crop_h, crop_w) != (0, filter_shape[0], 0, filter_shape[1], 0, 0):
-                taps = np.s_[k0h:k1h + 1, k0w:k1w + 1]
-                if role == "forward":
-                    a, b = a[:, crop_h:, crop_w:], b[taps]
-                elif role == "input":
-                    out[...] = 0  # dx positions before the crop and taps left out get nothing
-                    b, out = b[taps], out[:, crop_h:, crop_w:]
-                else:
-                    out[...] = 0
-                    a, out = a[:, crop_h:, crop_w:], out[taps]
+                crop = (np.s_[k0h:k1h + 1, k0w:k1w + 1], crop_h, crop_w)
+                a, b, out = _crop(role, *crop, a, b, out)
             space = out if role == "input" else a
             output_space = a if role == "input" else (b if role == "filter" else out)
             if output_space.shape[2] == 1:
@@ -114,88 +132,126 @@ def _entry_point(role: str) -> Callable[[Callable[..., None]], Callable[..., Non
             attrs = (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left)
             if stride_w > space.shape[2] + _MAX_EMPTY_PLANES:
                 # Residue planes (one per stride step) would be mostly empty and grow with the stride
-                REFERENCE_KERNELS[_REFERENCE_NAMES[role]](a, b, out, *attrs)
-                return
-            if element_aligned(out):
-                compute(a, b, out, *attrs)
-                return
-            target = np.empty(out.shape, out.dtype)
-            compute(a, b, target, *attrs)
-            np.copyto(out, target)
+                run = functools.partial(_reference, REFERENCE_KERNELS[_REFERENCE_NAMES[role]], attrs)
+            elif element_aligned(out):
+                run = prepare_compute(a, b, out, *attrs)
+            else:
+                run = functools.partial(_through_temporary,
+                                        prepare_compute(a, b, np.empty(out.shape, out.dtype), *attrs))
+            if crop is None:
+                return run
+            # dx positions before the crop, and filter taps left out, get nothing
+            return functools.partial(_cropped, role, crop, run)
+
+        @functools.wraps(prepare_compute)
+        def entry(a: np.ndarray, b: np.ndarray, out: np.ndarray, *attrs: int) -> None:
+            prepare(a, b, out, *attrs)(a, b, out)
+        entry.prepare = prepare
         return entry
     return wrap
 
 
+def _reference(kernel: Callable[..., None], attrs: tuple, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    kernel(a, b, out, *attrs)
+
+
+def _through_temporary(run: Runner, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    target = np.empty(out.shape, out.dtype)
+    run(a, b, target)
+    np.copyto(out, target)
+
+
+def _cropped(role: str, crop: tuple, run: Runner, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    if role != "forward":
+        out[...] = 0
+    run(*_crop(role, *crop, a, b, out))
+
+
 @_entry_point("forward")
 def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
-                 dil_w: int, pad_top: int, pad_left: int) -> None:
+                 dil_w: int, pad_top: int, pad_left: int) -> Runner:
     """y[b, oy, ox, c*M+m] = sum_{ky,kx} x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, c] * F[ky, kx, c, m]
     (SPEC 5.4) into ``out`` [N, OH, OW, C*M]."""
     batch, in_h, in_w, chans = x.shape
     _, out_h, out_w, width = out.shape
-    x_buf, x_off, x_st = _kernel_view(x, True)
-    y_buf, y_off, y_st = _kernel_view(out, False)
-    plan = _call_plan(forward_plan, x, x_st, out, (y_buf, y_off, y_st), width, filt,
-                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
-    wv = _weights(filt, plan.acc, plan.pitch)
-    if plan.shifts is not None:
-        _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
-                           filt.shape[3]), *plan.shifts, False, out.dtype)
-        return
-    share(_forward_kernel_for(plan.path), plan.items, x.nbytes + out.nbytes,
-          x_buf, x_off, x_st, x_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, y_buf, y_off, y_st,
-          y_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.geo, plan.planar, plan.rows_per_job,
-          *plan.margins)
+    _, x_off, x_st = _kernel_view(x, True)
+    _, y_off, y_st = _kernel_view(out, False)
+    layout = (x.shape, tuple(x_st.tolist()), out.shape, tuple(y_st.tolist()), out.dtype, filt.shape,
+              (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    moved = x.nbytes + out.nbytes
+
+    def run(x: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
+        x_buf, y_buf = _kernel_buffer(x, True), _kernel_buffer(out, False)
+        plan = forward_plan(*layout, *_data_facts(filt, out, y_buf, y_off, y_st, width))
+        wv = _weights(filt, plan.acc, plan.pitch)
+        if plan.shifts is not None:
+            _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
+                               filt.shape[3]), *plan.shifts, False, out.dtype)
+            return
+        share(_forward_kernel_for(plan.path), plan.items, moved, x_buf, x_off, x_st,
+              x_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, y_buf, y_off, y_st,
+              y_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.geo, plan.planar,
+              plan.rows_per_job, *plan.margins)
+    return run
 
 
 @_entry_point("input")
 def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
-                   dil_w: int, pad_top: int, pad_left: int) -> None:
+                   dil_w: int, pad_top: int, pad_left: int) -> Runner:
     """dx = the adjoint of ``conv_forward`` applied to dy (SPEC 5.4), into ``out`` [N, H, W, C]."""
     batch, in_h, in_w, chans = out.shape
     _, out_h, out_w, width = dy.shape
-    dy_buf, dy_off, dy_st = _kernel_view(dy, True)
-    dx_buf, dx_off, dx_st = _kernel_view(out, False)
-    plan = _call_plan(input_plan, dy, dy_st, out, (dx_buf, dx_off, dx_st), chans, filt,
-                      (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
-    wv = _weights(filt, plan.acc, plan.pitch)
-    if plan.shifts is not None:
-        _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w, chans,
-                           filt.shape[3]), *plan.shifts, True, out.dtype)
-        return
-    share(_backprop_input_kernel_for(plan.path), plan.items, dy.nbytes + out.nbytes, dy_buf, dy_off, dy_st,
-          dy_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, dx_buf, dx_off, dx_st,
-          dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows, plan.stream_in_place,
-          plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
+    _, dy_off, dy_st = _kernel_view(dy, True)
+    _, dx_off, dx_st = _kernel_view(out, False)
+    layout = (dy.shape, tuple(dy_st.tolist()), out.shape, tuple(dx_st.tolist()), out.dtype, filt.shape,
+              (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    moved = dy.nbytes + out.nbytes
+
+    def run(dy: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
+        dy_buf, dx_buf = _kernel_buffer(dy, True), _kernel_buffer(out, False)
+        plan = input_plan(*layout, *_data_facts(filt, out, dx_buf, dx_off, dx_st, chans))
+        wv = _weights(filt, plan.acc, plan.pitch)
+        if plan.shifts is not None:
+            _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w,
+                               chans, filt.shape[3]), *plan.shifts, True, out.dtype)
+            return
+        share(_backprop_input_kernel_for(plan.path), plan.items, moved, dy_buf, dy_off, dy_st,
+              dy_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, dx_buf, dx_off, dx_st,
+              dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows,
+              plan.stream_in_place, plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
+    return run
 
 
-def _call_plan(make_plan: Callable[..., CallPlan], src: np.ndarray, src_st: np.ndarray, out: np.ndarray,
-               out_view: tuple, out_chans: int, filt: np.ndarray, attrs: tuple) -> CallPlan:
-    """``make_plan``'s remembered plan for this call (``call_plans``), keyed by the operands'
-    layouts and the two facts of the data that decide: whether the filter's weights are all
-    finite, and whether an output large enough to stream has its positions (``out_chans`` each)
-    on 64-byte lines (``_on_lines``; smaller ones are not asked: the address costs a ctypes
-    object)."""
-    out_buf, out_off, out_st = out_view
+def _data_facts(filt: np.ndarray, out: np.ndarray, out_buf: np.ndarray, out_off: int, out_st: np.ndarray,
+                out_chans: int) -> tuple[bool, bool, int, int]:
+    """The end of a call plan's key (``call_plans``) that the layout does not fix: whether the
+    filter's weights are all finite; whether an output large enough to stream has its positions
+    (``out_chans`` each) on 64-byte lines (``_on_lines``; smaller ones are not asked: the address
+    costs a ctypes object); the thread count and the streaming threshold (tests lower it)."""
     on_lines = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(out_buf, out_off, out_st, out_chans)
-    return make_plan(src.shape, tuple(src_st.tolist()), out.shape, tuple(out_st.tolist()), out.dtype, filt.shape,
-                     attrs, bool(np.isfinite(filt).all()), on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES)
+    return bool(np.isfinite(filt).all()), on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES
 
 
 @_entry_point("filter")
 def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
-                    dil_w: int, pad_top: int, pad_left: int) -> None:
+                    dil_w: int, pad_top: int, pad_left: int) -> Runner:
     """dF[ky, kx, c, m] = sum_{b,oy,ox} dy[b, oy, ox, c*M+m] * x[b, iy, ix, c] over in-range (iy, ix)
     (SPEC 5.4), into ``out`` [fh, fw, C, M]."""
-    x_buf, x_off, x_st = _kernel_view(x, True)
-    dy_buf, dy_off, dy_st = _kernel_view(dy, True)
+    _, x_off, x_st = _kernel_view(x, True)
+    _, dy_off, dy_st = _kernel_view(dy, True)
+    _, out_off, out_st = _kernel_view(out, False)
     plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), out.dtype, out.shape,
                        (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
     fh, fw, _, mult = out.shape
-    partial = np.empty((plan.chunks, fh * fw, dy.shape[3]), plan.acc)
-    share(_backprop_filter_kernel_for(plan.path), plan.chunks, x.nbytes + dy.nbytes, x_buf, x_off, x_st,
-          x_buf if plan.direct_x else plan.rows_stand_in, plan.direct_x, dy_buf, dy_off, dy_st,
-          dy_buf if plan.direct_dy else plan.rows_stand_in, plan.direct_dy, partial, plan.geo, plan.planar, plan.kind,
-          plan.group_rows)
-    out_buf, out_off, out_st = _kernel_view(out, False)
-    _combine_chunks(partial, out_buf, out_off, out_st, fw, mult, plan.kind)
+    partial_shape = (plan.chunks, fh * fw, dy.shape[3])
+    moved = x.nbytes + dy.nbytes
+
+    def run(x: np.ndarray, dy: np.ndarray, out: np.ndarray) -> None:
+        x_buf, dy_buf = _kernel_buffer(x, True), _kernel_buffer(dy, True)
+        partial = np.empty(partial_shape, plan.acc)
+        share(_backprop_filter_kernel_for(plan.path), plan.chunks, moved, x_buf, x_off, x_st,
+              x_buf if plan.direct_x else plan.rows_stand_in, plan.direct_x, dy_buf, dy_off, dy_st,
+              dy_buf if plan.direct_dy else plan.rows_stand_in, plan.direct_dy, partial, plan.geo, plan.planar,
+              plan.kind, plan.group_rows)
+        _combine_chunks(partial, _kernel_buffer(out, False), out_off, out_st, fw, mult, plan.kind)
+    return run

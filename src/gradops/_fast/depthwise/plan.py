@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import half, simd
 from ..pool import thread_count
-from ..strided import aligned_input, flat_view
+from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes
 from .codecs import _HALF_KINDS
 from .selection import row_sizes
@@ -87,13 +87,24 @@ def _kernel_view(array: np.ndarray, readonly: bool) -> tuple[np.ndarray, int, np
     """(flat buffer, offset, element strides) of any view; half types as their uint16 bits.
     Inputs always go in read-only, so a caller's writeable flag does not double the kernel
     specialisations numba compiles."""
-    array = aligned_input(array)
-    if array.dtype in _HALF_KINDS:
-        array = array.view(np.uint16)
-    buffer, offset, strides = flat_view(array)
+    buffer, offset, strides = flat_view(_kernel_array(array))
     if readonly:
         buffer.flags.writeable = False
     return buffer, offset, strides
+
+
+def _kernel_buffer(array: np.ndarray, readonly: bool) -> np.ndarray:
+    """The flat buffer of :func:`_kernel_view` alone, for a layout whose offset and strides are known."""
+    buffer = flat_buffer(_kernel_array(array))
+    if readonly:
+        buffer.flags.writeable = False
+    return buffer
+
+
+def _kernel_array(array: np.ndarray) -> np.ndarray:
+    """An element-aligned ``array`` (else a contiguous copy), half types as their uint16 bits."""
+    array = aligned_input(array)
+    return array.view(np.uint16) if array.dtype in _HALF_KINDS else array
 
 
 def _no_rows(dtype: type) -> np.ndarray:
