@@ -25,7 +25,11 @@ from .. import half, simd
 from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _masked, _masked_sum
 from .codecs import _load, _store
-from .rows import _pixel_sums, _prefetch_part, _slots4, _weighted_slots4
+from .rows import _pixel_sums, _prefetch_part
+from .selection import SLOT_SUMS, row_sum_microkernel
+
+# A vector of a four-slot pixel (``row_sum_template.py``), weighted or not: ``selection.SLOT_SUMS``.
+_slots4_weighted, _slots4_plain = row_sum_microkernel(SLOT_SUMS[True]), row_sum_microkernel(SLOT_SUMS[False])
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -97,11 +101,11 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
                 v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
                 v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
                 while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                    simd.store_stream_half(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                     u += lanes
             else:
                 while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store_stream_half(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
         if vectors:
             # Explicit vectors: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
@@ -112,19 +116,19 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
                 v0, v1, v2, v3 = simd.splat(dst, w0), simd.splat(dst, w1), simd.splat(dst, w2), simd.splat(dst, w3)
                 if stream:
                     while u + lanes <= n:
-                        simd.store_stream(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        simd.store_stream(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                         u += lanes
                 else:
                     while u + lanes <= n:
-                        simd.store(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        simd.store(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                         u += lanes
             elif stream:
                 while u + lanes <= n:
-                    simd.store_stream(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store_stream(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
             else:
                 while u + lanes <= n:
-                    simd.store(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
         if weighted:
             for i in range(u, n):
