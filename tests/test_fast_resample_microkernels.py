@@ -14,10 +14,12 @@ import pytest
 from numba import njit
 
 from gradops._fast import simd
-from gradops._fast.resample import row_sum_template, selection
+from gradops._fast.half import HARDWARE_HALF
+from gradops._fast.resample import column_template, row_sum_template, selection
 
 ROW_SUMS = {kernel.name: kernel for kernel in row_sum_template.FAMILY
             if isinstance(kernel, row_sum_template.AddRows)}
+COLUMNS = {kernel.name: kernel for kernel in column_template.FAMILY}
 F32 = np.float32
 
 
@@ -50,7 +52,28 @@ def _decoded(src: np.ndarray) -> np.ndarray:
 
 
 def _assert_bits(actual: np.ndarray, expected: np.ndarray) -> None:
-    np.testing.assert_array_equal(actual.view(np.uint32), expected.view(np.uint32))
+    bits = np.uint16 if actual.dtype == np.uint16 else np.uint32
+    np.testing.assert_array_equal(actual.view(bits), expected.view(bits))
+
+
+def _rounded(value, dst: np.ndarray):
+    """A float32 value as ``dst`` holds it: itself, or rounded once to float16 bits (nearest even)."""
+    return np.float16(value).view(np.uint16) if dst.dtype == np.uint16 else F32(value)
+
+
+def _association(t: list) -> np.float32:
+    """``(t0 + t1) + (t2 + t3)``, ``t0 + t1`` or ``t0``, one float32 rounding per addition."""
+    if len(t) == 4:
+        return F32(F32(t[0] + t[1]) + F32(t[2] + t[3]))
+    return F32(t[0] + t[1]) if len(t) == 2 else t[0]
+
+
+def _jit_call(kernel, parameters: str, arguments: str, returns: bool = False):
+    """A jitted ``run(parameters)`` that calls ``kernel(arguments)``: written out per arity, as
+    numba does not call an inlined function with ``*args``."""
+    namespace = {"__name__": __name__, "kernel": kernel, "np": np}
+    exec(f"def run({parameters}):\n    {'return ' if returns else ''}kernel({arguments})\n", namespace)
+    return njit(namespace["run"])
 
 
 # Step 1: ``add_rows{R}_{weighted|plain}``.
@@ -62,28 +85,19 @@ def _add_rows_brute_force(acc, a, src, bases, weights, n, first, zero):
     out = acc.copy()
     values = _decoded(src)
     for c in range(n):
-        t = [values[b + c] if weights is None else F32(w * values[b + c]) for b, w in
-             zip(bases, weights if weights is not None else bases)]
-        if len(t) == 4:
-            total = F32(F32(t[0] + t[1]) + F32(t[2] + t[3]))
-        elif len(t) == 2:
-            total = F32(t[0] + t[1])
-        else:
-            total = t[0]
-        out[a + c] = F32((zero if first else acc[a + c]) + total)
+        t = [values[b + c] if weights is None else F32(w * values[b + c])
+             for b, w in zip(bases, weights or bases)]
+        out[a + c] = F32((zero if first else acc[a + c]) + _association(t))
     return out
 
 
 @functools.cache
 def _add_rows_harness(name: str):
-    """A jitted call of microkernel ``name`` with its ``rows`` bases ``b`` (and weights ``w``);
-    written out per arity (numba does not call an inlined function with ``*args``)."""
+    """A jitted call of microkernel ``name`` with its ``rows`` bases ``b`` (and weights ``w``)."""
     spec = ROW_SUMS[name]
     rows = [f"b[{r}]" for r in range(spec.rows)] + ([f"w[{r}]" for r in range(spec.rows)] if spec.weighted else [])
-    namespace = {"__name__": __name__, "kernel": selection.row_sum_microkernel(name), "np": np}
-    exec(f"def run(acc, a, src, b, w, n, first, zero):\n"
-         f"    kernel(acc, np.uint64(a), src, {', '.join(rows)}, np.uint64(n), first, np.float32(zero))\n", namespace)
-    return njit(namespace["run"])
+    return _jit_call(selection.row_sum_microkernel(name), "acc, a, src, b, w, n, first, zero",
+                     f"acc, np.uint64(a), src, {', '.join(rows)}, np.uint64(n), first, np.float32(zero)")
 
 
 @pytest.mark.parametrize("first", [True, False])
@@ -167,21 +181,141 @@ def test_four_vectors_against_brute_force(name):
         _assert_bits(out, expected)
 
 
-def test_generated_module_is_current():
-    """``row_sum_microkernels.py`` is what its template writes (regenerate with ``python -m
-    gradops._fast.resample.row_sum_template``)."""
-    for path, text in row_sum_template.generate().items():
+# Step 2 for NHWC pixels (``column_template``): ``store_slots{K}``, ``add_slots{K}``, the whole
+# vectors of four slots ``slots4_{weighted|plain}_{store|stream|stream_half}``.
+
+def _slot_terms(row_sum, slots, weights, u):
+    return [row_sum[k + u] if weights is None else F32(w * row_sum[k + u]) for k, w in zip(slots, weights or slots)]
+
+
+def _aligned(rng, n: int, dtype) -> tuple[np.ndarray, int]:
+    """Random contents (float32, or float16 bits) and an index 16 elements or more in that is on
+    a 64-byte line, where non-temporal vector stores may write."""
+    raw = _random_half_bits(rng, n) if dtype == np.uint16 else _random_floats(rng, n)
+    return raw, (-raw.ctypes.data) % simd.LINE_BYTES // raw.itemsize + 16
+
+
+# A pixel summed in memory (``add_slots``) is float32; stored pixels are float32 or float16 bits.
+SLOT_RUN_CASES = [(name, element) for name in sorted(selection.SLOT_RUNS.values())
+                  for element in (("float32", "float16") if COLUMNS[name].into == "store" else ("float32",))]
+
+
+@pytest.mark.parametrize("name, element", SLOT_RUN_CASES)
+def test_slot_runs_against_brute_force(name, element):
+    """A pixel of an odd number of elements from 1, 2 or 4 slots of a row sum (overlapping, in
+    any order), from ``+0`` and ``-0``: stored from an inner start (``store_slots``, rounded once
+    to float16 bits for float16 outputs) or added to a pixel in memory (``add_slots``, float32
+    only); the brute force's bits, and nothing outside the run written."""
+    spec = COLUMNS[name]
+    rng = np.random.default_rng(sum(map(ord, name)) + (element == "float16"))
+    n, b, start = 2 * simd.VECTOR_BYTES // 4 + 3, 6, 5
+    row_sum = _random_floats(rng, 4 * n)
+    slots = [int(k) for k in rng.choice(3 * n, spec.slots, replace=False)]
+    weights = [F32(w) for w in _random_weights(rng, spec.slots)] if spec.weighted else None
+    arguments = [f"s[{k}]" for k in range(spec.slots)]
+    arguments += [f"w[{k}]" for k in range(spec.slots)] if spec.weighted else []
+    kernel = selection.column_microkernel(name)
+    s, w = np.array(slots, np.uint64), np.array(weights or [1], F32)
+    if spec.into == "add":
+        vector = _random_floats(rng, n + 9)
+        expected = vector.copy()
+        for u in range(n):
+            expected[u] = F32(vector[u] + _association(_slot_terms(row_sum, slots, weights, u)))
+        _jit_call(kernel, "vector, n, row_sum, s, w", f"vector, np.uint64(n), row_sum, {', '.join(arguments)}")(
+            vector, n, row_sum, s, w)
+        _assert_bits(vector, expected)
+        return
+    run = _jit_call(kernel, "dst, b, start, n, row_sum, s, w, zero",
+                    f"dst, np.uint64(b), np.uint64(start), np.uint64(n), row_sum, {', '.join(arguments)}, zero")
+    for zero in (F32(0.0), F32(-0.0)):
+        dst = _random_half_bits(rng, b + n + 7) if element == "float16" else _random_floats(rng, b + n + 7)
+        expected = dst.copy()
+        for u in range(start, n):
+            expected[b + u] = _rounded(F32(zero + _association(_slot_terms(row_sum, slots, weights, u))), dst)
+        run(dst, b, start, n, row_sum, s, w, zero)
+        _assert_bits(dst, expected)
+
+
+@pytest.mark.parametrize("name", sorted(selection.SLOT_VECTOR_RUNS.values()))
+def test_slot_vector_runs_against_brute_force(name):
+    """The whole vectors of a four-slot pixel of 3 vectors and a few elements, on a 64-byte line:
+    written with plain or non-temporal stores (float32) or non-temporal float16 stores (float16
+    bits, rounded once), from ``+0`` and ``-0``; the brute force's bits up to the returned end,
+    which is the last whole vector's, and nothing else written."""
+    spec = COLUMNS[name]
+    if spec.put == "stream_half" and not HARDWARE_HALF:
+        pytest.skip("float16 vector stores need the CPU's half conversions")
+    rng = np.random.default_rng(sum(map(ord, name)))
+    lanes = simd.VECTOR_BYTES // 4
+    n = 3 * lanes + 5
+    row_sum = _random_floats(rng, 4 * n)
+    slots = [int(k) for k in rng.choice(3 * n, 4, replace=False)]
+    weights = [F32(w) for w in _random_weights(rng, 4)] if spec.weighted else None
+    arguments = ["s[0], s[1], s[2], s[3]"] + (["w[0], w[1], w[2], w[3]"] if spec.weighted else [])
+    run = _jit_call(selection.column_microkernel(name), "dst, b, n, row_sum, s, w, zero",
+                    f"dst, np.uint64(b), np.uint64(n), row_sum, {', '.join(arguments)}, zero", returns=True)
+    for zero in (F32(0.0), F32(-0.0)):
+        dst, b = _aligned(rng, n + 64, np.uint16 if spec.put == "stream_half" else F32)
+        expected = dst.copy()
+        for u in range(3 * lanes):
+            expected[b + u] = _rounded(F32(zero + _association(_slot_terms(row_sum, slots, weights, u))), dst)
+        end = run(dst, b, n, row_sum, np.array(slots, np.uint64), np.array(weights or [1], F32), zero)
+        assert end == 3 * lanes
+        _assert_bits(dst, expected)
+
+
+# The columns-first spans ``half_span_{V}v``.
+
+@pytest.mark.skipif(not HARDWARE_HALF, reason="the columns-first path needs the CPU's half conversions")
+@pytest.mark.parametrize("name", sorted(selection.HALF_SPANS.values()))
+def test_half_spans_against_brute_force(name):
+    """Columns ``lo <= j < hi`` of a float16 source row of 2 * V vectors of channels per pixel,
+    the span from channel ``u`` = V vectors in: ``cc[c0 + j * units + u + e] = (w0 * p0 + w1 *
+    p1) + (w2 * p2 + w3 * p3)``, ``p_k`` = the source at pixel ``2 * j + base + k``, channel ``u +
+    e``, for ``e`` < V vectors; nothing else in ``cc`` written."""
+    vectors = COLUMNS[name].vectors
+    rng = np.random.default_rng(sum(map(ord, name)))
+    lanes = simd.VECTOR_BYTES // 4
+    units, u = 2 * vectors * lanes, vectors * lanes
+    columns, lo, hi, base, row, c0 = 7, 2, 6, 1, 9, 3
+    src = _random_half_bits(rng, row + (2 * columns + base + 4) * units)
+    span_weight = _random_weights(rng, 4 * columns).reshape(4, columns)
+    cc = _random_floats(rng, c0 + columns * units + 5)
+    expected = cc.copy()
+    values = _decoded(src)
+    for j in range(lo, hi):
+        for e in range(vectors * lanes):
+            p = [values[row + (2 * j + base + k) * units + u + e] for k in range(4)]
+            expected[c0 + j * units + u + e] = _association([F32(span_weight[k, j] * p[k]) for k in range(4)])
+    run = _jit_call(selection.column_microkernel(name), "cc, c0, src, row, units, u, lo, hi, base, span_weight",
+                    "cc, c0, src, row, units, u, lo, hi, base, span_weight")
+    run(cc, c0, src, row, units, u, lo, hi, base, span_weight)
+    _assert_bits(cc, expected)
+
+
+@pytest.mark.parametrize("template", [row_sum_template, column_template])
+def test_generated_modules_are_current(template):
+    """``row_sum_microkernels.py`` and ``column_microkernels.py`` are what their templates write
+    (regenerate with ``python -m gradops._fast.resample.row_sum_template`` / ``column_template``)."""
+    for path, text in template.generate().items():
         assert path.read_text() == text, f"{path.name} is out of date"
 
 
-def test_row_sum_tables_cover_the_family():
+def test_selection_tables_cover_the_families():
     """Every name the tables give is a generated microkernel of the shape its key says, and every
     generated microkernel is selected."""
-    family = {kernel.name: kernel for kernel in row_sum_template.FAMILY}
+    family = {kernel.name: kernel for kernel in (*row_sum_template.FAMILY, *column_template.FAMILY)}
     for (rows, weighted), name in selection.ROW_SUMS.items():
         assert family[name] == row_sum_template.AddRows(rows, weighted)
     for weighted, name in selection.SLOT_SUMS.items():
         assert family[name] == row_sum_template.Slots4Vector(weighted)
     assert family[selection.TERM_SUMS] == row_sum_template.Terms4Vector()
-    selected = {*selection.ROW_SUMS.values(), *selection.SLOT_SUMS.values(), selection.TERM_SUMS}
+    for (into, slots, weighted), name in selection.SLOT_RUNS.items():
+        assert family[name] == column_template.SlotRun(into, slots, weighted)
+    for (weighted, put), name in selection.SLOT_VECTOR_RUNS.items():
+        assert family[name] == column_template.Slots4Vectors(weighted, put)
+    for vectors, name in selection.HALF_SPANS.items():
+        assert family[name] == column_template.HalfSpan(vectors)
+    selected = {*selection.ROW_SUMS.values(), *selection.SLOT_SUMS.values(), selection.TERM_SUMS,
+                *selection.SLOT_RUNS.values(), *selection.SLOT_VECTOR_RUNS.values(), *selection.HALF_SPANS.values()}
     assert selected == set(family)

@@ -4,8 +4,9 @@ rounded once to the output type, with plain or non-temporal stores.
 
 * ``_store_run``: a copy (the column axis is not resampled);
 * ``_store_gathered``: NCHW columns through the padded slot table, one by one;
-* ``_store_units``: NHWC pixels from the row sum, four-slot pixels through ``_store_slots4``,
-  which also streams them;
+* ``_store_units``: NHWC pixels from the row sum, through the generated microkernels of
+  ``column_template.py`` that ``selection.SLOT_RUNS`` names; four-slot pixels through
+  ``_store_slots4`` (whole vectors: ``selection.SLOT_VECTOR_RUNS``), which also streams them;
 * ``_store_direct``: NHWC pixels of one or two slots read straight from one or two source rows
   (``_direct_units``, streamed by ``_stream_direct``);
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
@@ -26,10 +27,19 @@ from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _masked, _masked_sum
 from .codecs import _load, _store
 from .rows import _pixel_sums, _prefetch_part
-from .selection import SLOT_SUMS, row_sum_microkernel
+from .selection import SLOT_RUNS, SLOT_VECTOR_RUNS, column_microkernel
 
-# A vector of a four-slot pixel (``row_sum_template.py``), weighted or not: ``selection.SLOT_SUMS``.
-_slots4_weighted, _slots4_plain = row_sum_microkernel(SLOT_SUMS[True]), row_sum_microkernel(SLOT_SUMS[False])
+# Step 2's microkernels for NHWC pixels (``column_template.py``): ``selection.SLOT_RUNS``,
+# ``selection.SLOT_VECTOR_RUNS``.
+(_store_slots4_weighted, _store_slots4_plain, _store_slots2_weighted, _store_slots2_plain, _store_slots1_weighted,
+ _store_slots1_plain) = (column_microkernel(SLOT_RUNS["store", slots, weighted])
+                         for slots in (4, 2, 1) for weighted in (True, False))
+_add_slots4_weighted, _add_slots4_plain, _add_slots1_weighted = (
+    column_microkernel(SLOT_RUNS[key]) for key in (("add", 4, True), ("add", 4, False), ("add", 1, True)))
+(_slots4_weighted_store, _slots4_weighted_stream, _slots4_weighted_stream_half, _slots4_plain_store,
+ _slots4_plain_stream, _slots4_plain_stream_half) = (column_microkernel(SLOT_VECTOR_RUNS[weighted, put])
+                                                     for weighted in (True, False)
+                                                     for put in ("store", "stream", "stream_half"))
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -87,6 +97,8 @@ def _store_slots4(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, 
 
 @overload(_store_slots4, inline="always")
 def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
+    # Explicit vectors for float32: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
+    # more on its set-up and remainder than on the pixel.
     vectors = dst.dtype == types.float32
     # float16 bits (``_streams``: whole 64-byte lines per pixel): float32 vectors of the row sum,
     # rounded to float16 as they are stored (as ``half.encode``).
@@ -95,49 +107,24 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
     def store(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
         u = np.uint64(0)
         if half_lines and stream:
-            lanes = np.uint64(simd.lanes(row_sum))
-            z = simd.splat(row_sum, zero)
             if weighted:
-                v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
-                v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
-                while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
-                    u += lanes
+                u = _slots4_weighted_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
             else:
-                while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
-                    u += lanes
+                u = _slots4_plain_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, zero)
         if vectors:
-            # Explicit vectors: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
-            # more on its set-up and remainder than on the pixel.
-            lanes = np.uint64(simd.lanes(dst))
-            z = simd.splat(dst, zero)
             if weighted:
-                v0, v1, v2, v3 = simd.splat(dst, w0), simd.splat(dst, w1), simd.splat(dst, w2), simd.splat(dst, w3)
                 if stream:
-                    while u + lanes <= n:
-                        simd.store_stream(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
-                        u += lanes
+                    u = _slots4_weighted_stream(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
                 else:
-                    while u + lanes <= n:
-                        simd.store(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
-                        u += lanes
+                    u = _slots4_weighted_store(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
             elif stream:
-                while u + lanes <= n:
-                    simd.store_stream(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
-                    u += lanes
+                u = _slots4_plain_stream(dst, b, n, row_sum, s0, s1, s2, s3, zero)
             else:
-                while u + lanes <= n:
-                    simd.store(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
-                    u += lanes
+                u = _slots4_plain_store(dst, b, n, row_sum, s0, s1, s2, s3, zero)
         if weighted:
-            for i in range(u, n):
-                _store(dst, b + i, zero + ((w0 * row_sum[s0 + i] + w1 * row_sum[s1 + i])
-                                           + (w2 * row_sum[s2 + i] + w3 * row_sum[s3 + i])))
+            _store_slots4_weighted(dst, b, u, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
         else:
-            for i in range(u, n):
-                _store(dst, b + i, zero + ((row_sum[s0 + i] + row_sum[s1 + i])
-                                           + (row_sum[s2 + i] + row_sum[s3 + i])))
+            _store_slots4_plain(dst, b, u, n, row_sum, s0, s1, s2, s3, zero)
     return store
 
 
@@ -315,21 +302,17 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         w0 = weight[c, 0]
         if slots == 1 and d4 == 1:
             if weighted:
-                for u in range(n):
-                    _store(dst, b + u, zero + w0 * row_sum[s0 + u])
+                _store_slots1_weighted(dst, b, np.uint64(0), n, row_sum, s0, w0, zero)
             else:
-                for u in range(n):
-                    _store(dst, b + u, zero + row_sum[s0 + u])
+                _store_slots1_plain(dst, b, np.uint64(0), n, row_sum, s0, zero)
             continue
         if slots == 2 and d4 == 1:
             s1 = slot[c, 1] * n
             w1 = weight[c, 1]
             if weighted:
-                for u in range(n):
-                    _store(dst, b + u, zero + (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]))
+                _store_slots2_weighted(dst, b, np.uint64(0), n, row_sum, s0, s1, w0, w1, zero)
             else:
-                for u in range(n):
-                    _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
+                _store_slots2_plain(dst, b, np.uint64(0), n, row_sum, s0, s1, zero)
             continue
         if slots == 4 and d4 == 1:
             _store_slots4(dst, b, row_sum, s0, slot[c, 1] * n, slot[c, 2] * n, slot[c, 3] * n, w0, weight[c, 1],
@@ -340,21 +323,16 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         k = np.uint64(0)
         while k < slots:
             if slots - k < 4:  # one or two slots, strided dst
-                s0, w0 = slot[c, k] * n, weight[c, k]
-                for u in range(n):
-                    vector[u] += w0 * row_sum[s0 + u]
+                _add_slots1_weighted(vector, n, row_sum, slot[c, k] * n, weight[c, k])
                 k += np.uint64(1)
                 continue
             k1, k2, k3 = k + np.uint64(1), k + np.uint64(2), k + np.uint64(3)
             s0, s1, s2, s3 = slot[c, k] * n, slot[c, k1] * n, slot[c, k2] * n, slot[c, k3] * n
-            w0, w1, w2, w3 = weight[c, k], weight[c, k1], weight[c, k2], weight[c, k3]
             if weighted:
-                for u in range(n):
-                    vector[u] += (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]) + (w2 * row_sum[s2 + u]
-                                                                                   + w3 * row_sum[s3 + u])
+                _add_slots4_weighted(vector, n, row_sum, s0, s1, s2, s3, weight[c, k], weight[c, k1], weight[c, k2],
+                                     weight[c, k3])
             else:
-                for u in range(n):
-                    vector[u] += (row_sum[s0 + u] + row_sum[s1 + u]) + (row_sum[s2 + u] + row_sum[s3 + u])
+                _add_slots4_plain(vector, n, row_sum, s0, s1, s2, s3)
             k += np.uint64(4)
         if d4 == 1:
             for u in range(n):
