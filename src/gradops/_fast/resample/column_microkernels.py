@@ -38,40 +38,6 @@ def store_slots4_plain(dst, b, start, n, row_sum, s0, s1, s2, s3, zero):
 
 
 @njit(inline="always")
-def store_slots2_weighted(dst, b, start, n, row_sum, s0, s1, w0, w1, zero):
-    """A pixel of 2 slots, weighted, stored from start."""
-    for u in range(start, n):
-        t0 = w0 * row_sum[s0 + u]
-        t1 = w1 * row_sum[s1 + u]
-        _store(dst, b + u, zero + (t0 + t1))
-
-
-@njit(inline="always")
-def store_slots2_plain(dst, b, start, n, row_sum, s0, s1, zero):
-    """A pixel of 2 slots, stored from start."""
-    for u in range(start, n):
-        t0 = row_sum[s0 + u]
-        t1 = row_sum[s1 + u]
-        _store(dst, b + u, zero + (t0 + t1))
-
-
-@njit(inline="always")
-def store_slots1_weighted(dst, b, start, n, row_sum, s0, w0, zero):
-    """A pixel of 1 slot, weighted, stored from start."""
-    for u in range(start, n):
-        t0 = w0 * row_sum[s0 + u]
-        _store(dst, b + u, zero + t0)
-
-
-@njit(inline="always")
-def store_slots1_plain(dst, b, start, n, row_sum, s0, zero):
-    """A pixel of 1 slot, stored from start."""
-    for u in range(start, n):
-        t0 = row_sum[s0 + u]
-        _store(dst, b + u, zero + t0)
-
-
-@njit(inline="always")
 def add_slots4_weighted(vector, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3):
     """4 slots, weighted, added to a pixel."""
     for u in range(n):
@@ -110,7 +76,8 @@ def slots4_weighted_store(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, ze
     v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store(dst, b + u, slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+        value = slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z)
+        simd.store(dst, b + u, value)
         u += lanes
     return u
 
@@ -124,21 +91,23 @@ def slots4_weighted_stream(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, z
     v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store_stream(dst, b + u, slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+        value = slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z)
+        simd.store_stream(dst, b + u, value)
         u += lanes
     return u
 
 
 @njit(inline="always")
 def slots4_weighted_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero):
-    """The whole vectors of a four-slot pixel, weighted, with non-temporal stores rounded to float16; returns where they end."""
+    """The whole vectors of a four-slot pixel, weighted, with non-temporal float16 stores; returns where they end."""
     lanes = np.uint64(simd.lanes(row_sum))
     z = simd.splat(row_sum, zero)
     v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
     v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store_stream_half(dst, b + u, slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+        value = slots4_weighted_vector(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z)
+        simd.store_stream_half(dst, b + u, value)
         u += lanes
     return u
 
@@ -150,7 +119,8 @@ def slots4_plain_store(dst, b, n, row_sum, s0, s1, s2, s3, zero):
     z = simd.splat(row_sum, zero)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store(dst, b + u, slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z))
+        value = slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z)
+        simd.store(dst, b + u, value)
         u += lanes
     return u
 
@@ -162,19 +132,21 @@ def slots4_plain_stream(dst, b, n, row_sum, s0, s1, s2, s3, zero):
     z = simd.splat(row_sum, zero)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store_stream(dst, b + u, slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z))
+        value = slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z)
+        simd.store_stream(dst, b + u, value)
         u += lanes
     return u
 
 
 @njit(inline="always")
 def slots4_plain_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, zero):
-    """The whole vectors of a four-slot pixel, with non-temporal stores rounded to float16; returns where they end."""
+    """The whole vectors of a four-slot pixel, with non-temporal float16 stores; returns where they end."""
     lanes = np.uint64(simd.lanes(row_sum))
     z = simd.splat(row_sum, zero)
     u = np.uint64(0)
     while u + lanes <= n:
-        simd.store_stream_half(dst, b + u, slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z))
+        value = slots4_plain_vector(row_sum, u, s0, s1, s2, s3, z)
+        simd.store_stream_half(dst, b + u, value)
         u += lanes
     return u
 

@@ -1,14 +1,14 @@
 """The one template of the resample column microkernels (``column_microkernels.py`` is its
-output): step 2 of the package docstring for NHWC pixels, where each of K = 1, 2 or 4 slots
-adds a run of ``units`` elements of the row sum, and the columns-first spans of float16 rows.
+output): step 2 of the package docstring for NHWC pixels, where each of K slots adds a run of
+``units`` elements of the row sum, and the columns-first spans of float16 rows.
 
 Every member adds its slots in the association of ``row_sum_template`` (SPEC 3.4, 3.7):
 ``(t0 + t1) + (t2 + t3)``, ``t0 + t1`` or ``t0``, ``t_k = w_k * row_sum[s_k + u]`` when
 ``weighted``, ``row_sum[s_k + u]`` otherwise (nearest: weights of 1).
 
-* ``store_slots{K}_{weighted|plain}``: ``dst[b + u] = zero + sum`` for ``start <= u < n``,
-  rounded once to dst's type (``codecs._store``): a pixel of a unit-stride dst, element by
-  element (``writers._store_units``; the elements past the whole vectors of ``_store_slots4``);
+* ``store_slots4_{weighted|plain}``: ``dst[b + u] = zero + sum`` for ``start <= u < n``,
+  rounded once to dst's type (``codecs._store``): the elements of a four-slot pixel past its
+  whole vectors (``writers._store_slots4``);
 * ``add_slots{K}_{weighted|plain}``: ``vector[u] += sum`` for ``u < n``: a group of slots added
   to a pixel summed in ``vector`` first (strided dst, more than four slots);
 * ``slots4_{weighted|plain}_{store|stream|stream_half}``: the whole vectors of a four-slot pixel
@@ -72,15 +72,14 @@ class HalfSpan:
 
 # The family: what the selection tables (``selection.SLOT_RUNS``, ``SLOT_VECTOR_RUNS``,
 # ``HALF_SPANS``) choose from.
-FAMILY = (tuple(SlotRun("store", slots, weighted) for slots in (4, 2, 1) for weighted in (True, False))
+FAMILY = ((SlotRun("store", 4, True), SlotRun("store", 4, False))
           + (SlotRun("add", 4, True), SlotRun("add", 4, False), SlotRun("add", 1, True))
           + tuple(Slots4Vectors(weighted, put) for weighted in (True, False)
                   for put in ("store", "stream", "stream_half"))
           + (HalfSpan(4), HalfSpan(1)))
 
 _PUTS = {"store": "simd.store", "stream": "simd.store_stream", "stream_half": "simd.store_stream_half"}
-_PUT_WORDS = {"store": "plain stores", "stream": "non-temporal stores",
-              "stream_half": "non-temporal stores rounded to float16"}
+_PUT_WORDS = {"store": "plain stores", "stream": "non-temporal stores", "stream_half": "non-temporal float16 stores"}
 
 
 def _njit(name: str, parameters: str, doc: str) -> list[str]:
@@ -120,9 +119,8 @@ def _slots4_vectors(kernel: Slots4Vectors) -> str:
         lines += ["    v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)",
                   "    v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)"]
     lines += ["    u = np.uint64(0)", "    while u + lanes <= n:",
-              f"        {_PUTS[kernel.put]}(dst, b + u, {vector}(row_sum, u, {slots}"
-              f"{', v0, v1, v2, v3' if kernel.weighted else ''}, z))",
-              "        u += lanes", "    return u"]
+              f"        value = {vector}(row_sum, u, {slots}{', v0, v1, v2, v3' if kernel.weighted else ''}, z)",
+              f"        {_PUTS[kernel.put]}(dst, b + u, value)", "        u += lanes", "    return u"]
     return "\n".join(lines)
 
 

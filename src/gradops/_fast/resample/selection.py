@@ -6,9 +6,9 @@ piece of a plan (package docstring; SPEC 3.4, 3.7).
 * ``SLOT_SUMS``: a vector of a four-slot NHWC pixel, weighted or not (``writers._store_slots4``,
   ``columns_first._combine4``); ``TERM_SUMS``: the weighted sum of four vectors in registers,
   which the generated ``slots4_weighted_vector`` and ``half_span_...`` call;
-* ``SLOT_RUNS``: step 2 for NHWC pixels of 1, 2 or 4 slots, by (into, slots, weighted): "store"
-  to a unit-stride dst (``writers._store_units``, the tail of ``writers._store_slots4``) or "add"
-  to a pixel summed in memory first (strided dst, more slots);
+* ``SLOT_RUNS``: step 2 for NHWC pixels, by (into, slots, weighted): "store" the elements of a
+  four-slot pixel past its whole vectors (``writers._store_slots4``), or "add" four slots or one
+  to a pixel summed in memory first (``writers._store_units``: strided dst, more slots);
 * ``SLOT_VECTOR_RUNS``: the whole vectors of a four-slot pixel, by (weighted, store): plain,
   non-temporal, non-temporal float16 (``writers._store_slots4``);
 * ``HALF_SPANS``: the columns-first affine span, by vectors of channels per pass, 4 then 1
@@ -36,8 +36,6 @@ TERM_SUMS = "terms4_weighted_vector"
 
 SLOT_RUNS = {
     ("store", 4, True): "store_slots4_weighted", ("store", 4, False): "store_slots4_plain",
-    ("store", 2, True): "store_slots2_weighted", ("store", 2, False): "store_slots2_plain",
-    ("store", 1, True): "store_slots1_weighted", ("store", 1, False): "store_slots1_plain",
     # A strided pixel's groups of four slots, then single slots (weights of 1 when nearest: exact).
     ("add", 4, True): "add_slots4_weighted", ("add", 4, False): "add_slots4_plain",
     ("add", 1, True): "add_slots1_weighted",

@@ -4,9 +4,9 @@ rounded once to the output type, with plain or non-temporal stores.
 
 * ``_store_run``: a copy (the column axis is not resampled);
 * ``_store_gathered``: NCHW columns through the padded slot table, one by one;
-* ``_store_units``: NHWC pixels from the row sum, through the generated microkernels of
-  ``column_template.py`` that ``selection.SLOT_RUNS`` names; four-slot pixels through
-  ``_store_slots4`` (whole vectors: ``selection.SLOT_VECTOR_RUNS``), which also streams them;
+* ``_store_units``: NHWC pixels from the row sum; four-slot pixels through ``_store_slots4``,
+  which also streams them, and pixels summed in memory first, through the generated
+  microkernels of ``column_template.py`` (``selection.SLOT_VECTOR_RUNS``, ``SLOT_RUNS``);
 * ``_store_direct``: NHWC pixels of one or two slots read straight from one or two source rows
   (``_direct_units``, streamed by ``_stream_direct``);
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
@@ -31,9 +31,8 @@ from .selection import SLOT_RUNS, SLOT_VECTOR_RUNS, column_microkernel
 
 # Step 2's microkernels for NHWC pixels (``column_template.py``): ``selection.SLOT_RUNS``,
 # ``selection.SLOT_VECTOR_RUNS``.
-(_store_slots4_weighted, _store_slots4_plain, _store_slots2_weighted, _store_slots2_plain, _store_slots1_weighted,
- _store_slots1_plain) = (column_microkernel(SLOT_RUNS["store", slots, weighted])
-                         for slots in (4, 2, 1) for weighted in (True, False))
+_store_slots4_weighted, _store_slots4_plain = (column_microkernel(SLOT_RUNS["store", 4, weighted])
+                                               for weighted in (True, False))
 _add_slots4_weighted, _add_slots4_plain, _add_slots1_weighted = (
     column_microkernel(SLOT_RUNS[key]) for key in (("add", 4, True), ("add", 4, False), ("add", 1, True)))
 (_slots4_weighted_store, _slots4_weighted_stream, _slots4_weighted_stream_half, _slots4_plain_store,
@@ -300,19 +299,25 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         _prefetch_part(src, ahead, ahead_rows, j * per_column, min((j + 1) * per_column, row_elements))
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
+        # One and two slots stay written out here: as inlined microkernels called per pixel,
+        # numba kept a reference count increment and decrement of dst and row_sum per pixel.
         if slots == 1 and d4 == 1:
             if weighted:
-                _store_slots1_weighted(dst, b, np.uint64(0), n, row_sum, s0, w0, zero)
+                for u in range(n):
+                    _store(dst, b + u, zero + w0 * row_sum[s0 + u])
             else:
-                _store_slots1_plain(dst, b, np.uint64(0), n, row_sum, s0, zero)
+                for u in range(n):
+                    _store(dst, b + u, zero + row_sum[s0 + u])
             continue
         if slots == 2 and d4 == 1:
             s1 = slot[c, 1] * n
             w1 = weight[c, 1]
             if weighted:
-                _store_slots2_weighted(dst, b, np.uint64(0), n, row_sum, s0, s1, w0, w1, zero)
+                for u in range(n):
+                    _store(dst, b + u, zero + (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]))
             else:
-                _store_slots2_plain(dst, b, np.uint64(0), n, row_sum, s0, s1, zero)
+                for u in range(n):
+                    _store(dst, b + u, zero + (row_sum[s0 + u] + row_sum[s1 + u]))
             continue
         if slots == 4 and d4 == 1:
             _store_slots4(dst, b, row_sum, s0, slot[c, 1] * n, slot[c, 2] * n, slot[c, 3] * n, w0, weight[c, 1],
