@@ -202,10 +202,10 @@ SLOT_RUN_CASES = [(name, element) for name in sorted(selection.SLOT_RUNS.values(
 
 @pytest.mark.parametrize("name, element", SLOT_RUN_CASES)
 def test_slot_runs_against_brute_force(name, element):
-    """A pixel of an odd number of elements from 1, 2 or 4 slots of a row sum (overlapping, in
-    any order), from ``+0`` and ``-0``: stored from an inner start (``store_slots``, rounded once
-    to float16 bits for float16 outputs) or added to a pixel in memory (``add_slots``, float32
-    only); the brute force's bits, and nothing outside the run written."""
+    """A pixel of an odd number of elements from the slots of a row sum (overlapping, in any
+    order), from ``+0`` and ``-0``: stored from an inner start (``store_slots``, rounded once to
+    float16 bits for float16 outputs) or added to a pixel in memory (``add_slots``, float32 only);
+    the brute force's bits, and nothing outside the run written."""
     spec = COLUMNS[name]
     rng = np.random.default_rng(sum(map(ord, name)) + (element == "float16"))
     n, b, start = 2 * simd.VECTOR_BYTES // 4 + 3, 6, 5

@@ -16,8 +16,10 @@ piece of a plan (package docstring; SPEC 3.4, 3.7).
 
 The names are those of ``row_sum_template.FAMILY`` and ``column_template.FAMILY``. Every entry
 is looked up when the modules that call it are imported, but a kernel compiles only the
-microkernels on the branches its plan keeps (``kernels._contract_kernel``). There is one tier: these are plain loops and
-``simd`` vectors of the target's width, whatever the CPU.
+microkernels on the branches its plan keeps (``kernels._contract_kernel``); within a branch the
+choice is made at run time where the plan does not fix it (rows per pass, weighted), as it was
+before these families were generated. There is one tier: plain loops and ``simd`` vectors of
+64 bytes, whatever the CPU.
 """
 
 from __future__ import annotations
