@@ -52,13 +52,7 @@ def _decoded(src: np.ndarray) -> np.ndarray:
 
 
 def _assert_bits(actual: np.ndarray, expected: np.ndarray) -> None:
-    bits = np.uint16 if actual.dtype == np.uint16 else np.uint32
-    np.testing.assert_array_equal(actual.view(bits), expected.view(bits))
-
-
-def _rounded(value, dst: np.ndarray):
-    """A float32 value as ``dst`` holds it: itself, or rounded once to float16 bits (nearest even)."""
-    return np.float16(value).view(np.uint16) if dst.dtype == np.uint16 else F32(value)
+    np.testing.assert_array_equal(actual.view(np.uint32), expected.view(np.uint32))
 
 
 def _association(t: list) -> np.float32:
@@ -181,87 +175,31 @@ def test_four_vectors_against_brute_force(name):
         _assert_bits(out, expected)
 
 
-# Step 2 for NHWC pixels (``column_template``): ``store_slots{K}``, ``add_slots{K}``, the whole
-# vectors of four slots ``slots4_{weighted|plain}_{store|stream|stream_half}``.
+# Step 2 for NHWC pixels summed in memory first (``column_template``): ``add_slots{K}``.
 
-def _slot_terms(row_sum, slots, weights, u):
-    return [row_sum[k + u] if weights is None else F32(w * row_sum[k + u]) for k, w in zip(slots, weights or slots)]
-
-
-def _aligned(rng, n: int, dtype) -> tuple[np.ndarray, int]:
-    """Random contents (float32, or float16 bits) and an index 16 elements or more in that is on
-    a 64-byte line, where non-temporal vector stores may write."""
-    raw = _random_half_bits(rng, n) if dtype == np.uint16 else _random_floats(rng, n)
-    return raw, (-raw.ctypes.data) % simd.LINE_BYTES // raw.itemsize + 16
-
-
-# A pixel summed in memory (``add_slots``) is float32; stored pixels are float32 or float16 bits.
-SLOT_RUN_CASES = [(name, element) for name in sorted(selection.SLOT_RUNS.values())
-                  for element in (("float32", "float16") if COLUMNS[name].into == "store" else ("float32",))]
-
-
-@pytest.mark.parametrize("name, element", SLOT_RUN_CASES)
-def test_slot_runs_against_brute_force(name, element):
-    """A pixel of an odd number of elements from the slots of a row sum (overlapping, in any
-    order), from ``+0`` and ``-0``: stored from an inner start (``store_slots``, rounded once to
-    float16 bits for float16 outputs) or added to a pixel in memory (``add_slots``, float32 only);
-    the brute force's bits, and nothing outside the run written."""
+@pytest.mark.parametrize("name", sorted(selection.SLOT_RUNS.values()))
+def test_slot_runs_against_brute_force(name):
+    """A pixel of an odd number of elements, in memory, plus K slots of a row sum (overlapping, in
+    any order): ``vector[u] + ((t0 + t1) + (t2 + t3))`` (or ``+ t0``), the brute force's bits,
+    and nothing past the pixel written."""
     spec = COLUMNS[name]
-    rng = np.random.default_rng(sum(map(ord, name)) + (element == "float16"))
-    n, b, start = 2 * simd.VECTOR_BYTES // 4 + 3, 6, 5
+    rng = np.random.default_rng(sum(map(ord, name)))
+    n = 2 * simd.VECTOR_BYTES // 4 + 3
     row_sum = _random_floats(rng, 4 * n)
     slots = [int(k) for k in rng.choice(3 * n, spec.slots, replace=False)]
     weights = [F32(w) for w in _random_weights(rng, spec.slots)] if spec.weighted else None
     arguments = [f"s[{k}]" for k in range(spec.slots)]
     arguments += [f"w[{k}]" for k in range(spec.slots)] if spec.weighted else []
-    kernel = selection.column_microkernel(name)
-    s, w = np.array(slots, np.uint64), np.array(weights or [1], F32)
-    if spec.into == "add":
-        vector = _random_floats(rng, n + 9)
-        expected = vector.copy()
-        for u in range(n):
-            expected[u] = F32(vector[u] + _association(_slot_terms(row_sum, slots, weights, u)))
-        _jit_call(kernel, "vector, n, row_sum, s, w", f"vector, np.uint64(n), row_sum, {', '.join(arguments)}")(
-            vector, n, row_sum, s, w)
-        _assert_bits(vector, expected)
-        return
-    run = _jit_call(kernel, "dst, b, start, n, row_sum, s, w, zero",
-                    f"dst, np.uint64(b), np.uint64(start), np.uint64(n), row_sum, {', '.join(arguments)}, zero")
-    for zero in (F32(0.0), F32(-0.0)):
-        dst = _random_half_bits(rng, b + n + 7) if element == "float16" else _random_floats(rng, b + n + 7)
-        expected = dst.copy()
-        for u in range(start, n):
-            expected[b + u] = _rounded(F32(zero + _association(_slot_terms(row_sum, slots, weights, u))), dst)
-        run(dst, b, start, n, row_sum, s, w, zero)
-        _assert_bits(dst, expected)
-
-
-@pytest.mark.parametrize("name", sorted(selection.SLOT_VECTOR_RUNS.values()))
-def test_slot_vector_runs_against_brute_force(name):
-    """The whole vectors of a four-slot pixel of 3 vectors and a few elements, on a 64-byte line:
-    written with plain or non-temporal stores (float32) or non-temporal float16 stores (float16
-    bits, rounded once), from ``+0`` and ``-0``; the brute force's bits up to the returned end,
-    which is the last whole vector's, and nothing else written."""
-    spec = COLUMNS[name]
-    if spec.put == "stream_half" and not HARDWARE_HALF:
-        pytest.skip("float16 vector stores need the CPU's half conversions")
-    rng = np.random.default_rng(sum(map(ord, name)))
-    lanes = simd.VECTOR_BYTES // 4
-    n = 3 * lanes + 5
-    row_sum = _random_floats(rng, 4 * n)
-    slots = [int(k) for k in rng.choice(3 * n, 4, replace=False)]
-    weights = [F32(w) for w in _random_weights(rng, 4)] if spec.weighted else None
-    arguments = ["s[0], s[1], s[2], s[3]"] + (["w[0], w[1], w[2], w[3]"] if spec.weighted else [])
-    run = _jit_call(selection.column_microkernel(name), "dst, b, n, row_sum, s, w, zero",
-                    f"dst, np.uint64(b), np.uint64(n), row_sum, {', '.join(arguments)}, zero", returns=True)
-    for zero in (F32(0.0), F32(-0.0)):
-        dst, b = _aligned(rng, n + 64, np.uint16 if spec.put == "stream_half" else F32)
-        expected = dst.copy()
-        for u in range(3 * lanes):
-            expected[b + u] = _rounded(F32(zero + _association(_slot_terms(row_sum, slots, weights, u))), dst)
-        end = run(dst, b, n, row_sum, np.array(slots, np.uint64), np.array(weights or [1], F32), zero)
-        assert end == 3 * lanes
-        _assert_bits(dst, expected)
+    vector = _random_floats(rng, n + 9)
+    expected = vector.copy()
+    for u in range(n):
+        terms = [row_sum[k + u] if weights is None else F32(w * row_sum[k + u])
+                 for k, w in zip(slots, weights or slots)]
+        expected[u] = F32(vector[u] + _association(terms))
+    run = _jit_call(selection.column_microkernel(name), "vector, n, row_sum, s, w",
+                    f"vector, np.uint64(n), row_sum, {', '.join(arguments)}")
+    run(vector, n, row_sum, np.array(slots, np.uint64), np.array(weights or [1], F32))
+    _assert_bits(vector, expected)
 
 
 # The columns-first spans ``half_span_{V}v``.
@@ -310,12 +248,10 @@ def test_selection_tables_cover_the_families():
     for weighted, name in selection.SLOT_SUMS.items():
         assert family[name] == row_sum_template.Slots4Vector(weighted)
     assert family[selection.TERM_SUMS] == row_sum_template.Terms4Vector()
-    for (into, slots, weighted), name in selection.SLOT_RUNS.items():
-        assert family[name] == column_template.SlotRun(into, slots, weighted)
-    for (weighted, put), name in selection.SLOT_VECTOR_RUNS.items():
-        assert family[name] == column_template.Slots4Vectors(weighted, put)
+    for (slots, weighted), name in selection.SLOT_RUNS.items():
+        assert family[name] == column_template.SlotRun(slots, weighted)
     for vectors, name in selection.HALF_SPANS.items():
         assert family[name] == column_template.HalfSpan(vectors)
     selected = {*selection.ROW_SUMS.values(), *selection.SLOT_SUMS.values(), selection.TERM_SUMS,
-                *selection.SLOT_RUNS.values(), *selection.SLOT_VECTOR_RUNS.values(), *selection.HALF_SPANS.values()}
+                *selection.SLOT_RUNS.values(), *selection.HALF_SPANS.values()}
     assert selected == set(family)

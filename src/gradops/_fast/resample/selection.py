@@ -6,11 +6,8 @@ piece of a plan (package docstring; SPEC 3.4, 3.7).
 * ``SLOT_SUMS``: a vector of a four-slot NHWC pixel, weighted or not (``writers._store_slots4``,
   ``columns_first._combine4``); ``TERM_SUMS``: the weighted sum of four vectors in registers,
   which the generated ``slots4_weighted_vector`` and ``half_span_...`` call;
-* ``SLOT_RUNS``: step 2 for NHWC pixels, by (into, slots, weighted): "store" the elements of a
-  four-slot pixel past its whole vectors (``writers._store_slots4``), or "add" four slots or one
-  to a pixel summed in memory first (``writers._store_units``: strided dst, more slots);
-* ``SLOT_VECTOR_RUNS``: the whole vectors of a four-slot pixel, by (weighted, store): plain,
-  non-temporal, non-temporal float16 (``writers._store_slots4``);
+* ``SLOT_RUNS``: step 2 for NHWC pixels summed in memory first (``writers._store_units``: strided
+  dst, more slots), by (slots, weighted): a group of four slots, then single ones;
 * ``HALF_SPANS``: the columns-first affine span, by vectors of channels per pass, 4 then 1
   (``columns_first._half_column_sums``).
 
@@ -36,19 +33,8 @@ SLOT_SUMS = {True: "slots4_weighted_vector", False: "slots4_plain_vector"}
 
 TERM_SUMS = "terms4_weighted_vector"
 
-SLOT_RUNS = {
-    ("store", 4, True): "store_slots4_weighted", ("store", 4, False): "store_slots4_plain",
-    # A strided pixel's groups of four slots, then single slots (weights of 1 when nearest: exact).
-    ("add", 4, True): "add_slots4_weighted", ("add", 4, False): "add_slots4_plain",
-    ("add", 1, True): "add_slots1_weighted",
-}
-
-SLOT_VECTOR_RUNS = {
-    (True, "store"): "slots4_weighted_store", (True, "stream"): "slots4_weighted_stream",
-    (True, "stream_half"): "slots4_weighted_stream_half",
-    (False, "store"): "slots4_plain_store", (False, "stream"): "slots4_plain_stream",
-    (False, "stream_half"): "slots4_plain_stream_half",
-}
+# Single slots are weighted even for nearest (weights of 1: exact).
+SLOT_RUNS = {(4, True): "add_slots4_weighted", (4, False): "add_slots4_plain", (1, True): "add_slots1_weighted"}
 
 HALF_SPANS = {4: "half_span_4v", 1: "half_span_1v"}
 

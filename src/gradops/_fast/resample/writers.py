@@ -4,9 +4,9 @@ rounded once to the output type, with plain or non-temporal stores.
 
 * ``_store_run``: a copy (the column axis is not resampled);
 * ``_store_gathered``: NCHW columns through the padded slot table, one by one;
-* ``_store_units``: NHWC pixels from the row sum; four-slot pixels through ``_store_slots4``,
-  which also streams them, and pixels summed in memory first, through the generated
-  microkernels of ``column_template.py`` (``selection.SLOT_VECTOR_RUNS``, ``SLOT_RUNS``);
+* ``_store_units``: NHWC pixels from the row sum, four-slot pixels through ``_store_slots4``,
+  which also streams them; pixels summed in memory first through the generated microkernels
+  of ``column_template.py`` (``selection.SLOT_RUNS``);
 * ``_store_direct``: NHWC pixels of one or two slots read straight from one or two source rows
   (``_direct_units``, streamed by ``_stream_direct``);
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
@@ -27,18 +27,13 @@ from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _masked, _masked_sum
 from .codecs import _load, _store
 from .rows import _pixel_sums, _prefetch_part
-from .selection import SLOT_RUNS, SLOT_VECTOR_RUNS, column_microkernel
+from .selection import SLOT_RUNS, SLOT_SUMS, column_microkernel, row_sum_microkernel
 
-# Step 2's microkernels for NHWC pixels (``column_template.py``): ``selection.SLOT_RUNS``,
-# ``selection.SLOT_VECTOR_RUNS``.
-_store_slots4_weighted, _store_slots4_plain = (column_microkernel(SLOT_RUNS["store", 4, weighted])
-                                               for weighted in (True, False))
+# Pixels summed in memory first (``column_template.py``): ``selection.SLOT_RUNS``.
 _add_slots4_weighted, _add_slots4_plain, _add_slots1_weighted = (
-    column_microkernel(SLOT_RUNS[key]) for key in (("add", 4, True), ("add", 4, False), ("add", 1, True)))
-(_slots4_weighted_store, _slots4_weighted_stream, _slots4_weighted_stream_half, _slots4_plain_store,
- _slots4_plain_stream, _slots4_plain_stream_half) = (column_microkernel(SLOT_VECTOR_RUNS[weighted, put])
-                                                     for weighted in (True, False)
-                                                     for put in ("store", "stream", "stream_half"))
+    column_microkernel(SLOT_RUNS[key]) for key in ((4, True), (4, False), (1, True)))
+# A vector of a four-slot pixel (``row_sum_template.py``): ``selection.SLOT_SUMS``.
+_slots4_weighted, _slots4_plain = row_sum_microkernel(SLOT_SUMS[True]), row_sum_microkernel(SLOT_SUMS[False])
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -96,8 +91,6 @@ def _store_slots4(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, 
 
 @overload(_store_slots4, inline="always")
 def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
-    # Explicit vectors for float32: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
-    # more on its set-up and remainder than on the pixel.
     vectors = dst.dtype == types.float32
     # float16 bits (``_streams``: whole 64-byte lines per pixel): float32 vectors of the row sum,
     # rounded to float16 as they are stored (as ``half.encode``).
@@ -106,24 +99,49 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
     def store(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weighted, zero, stream):
         u = np.uint64(0)
         if half_lines and stream:
+            lanes = np.uint64(simd.lanes(row_sum))
+            z = simd.splat(row_sum, zero)
             if weighted:
-                u = _slots4_weighted_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
+                v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
+                v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
+                while u + lanes <= n:
+                    simd.store_stream_half(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                    u += lanes
             else:
-                u = _slots4_plain_stream_half(dst, b, n, row_sum, s0, s1, s2, s3, zero)
+                while u + lanes <= n:
+                    simd.store_stream_half(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
+                    u += lanes
         if vectors:
+            # Explicit vectors: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
+            # more on its set-up and remainder than on the pixel.
+            lanes = np.uint64(simd.lanes(dst))
+            z = simd.splat(dst, zero)
             if weighted:
+                v0, v1, v2, v3 = simd.splat(dst, w0), simd.splat(dst, w1), simd.splat(dst, w2), simd.splat(dst, w3)
                 if stream:
-                    u = _slots4_weighted_stream(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
+                    while u + lanes <= n:
+                        simd.store_stream(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        u += lanes
                 else:
-                    u = _slots4_weighted_store(dst, b, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
+                    while u + lanes <= n:
+                        simd.store(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        u += lanes
             elif stream:
-                u = _slots4_plain_stream(dst, b, n, row_sum, s0, s1, s2, s3, zero)
+                while u + lanes <= n:
+                    simd.store_stream(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
+                    u += lanes
             else:
-                u = _slots4_plain_store(dst, b, n, row_sum, s0, s1, s2, s3, zero)
+                while u + lanes <= n:
+                    simd.store(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
+                    u += lanes
         if weighted:
-            _store_slots4_weighted(dst, b, u, n, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, zero)
+            for i in range(u, n):
+                _store(dst, b + i, zero + ((w0 * row_sum[s0 + i] + w1 * row_sum[s1 + i])
+                                           + (w2 * row_sum[s2 + i] + w3 * row_sum[s3 + i])))
         else:
-            _store_slots4_plain(dst, b, u, n, row_sum, s0, s1, s2, s3, zero)
+            for i in range(u, n):
+                _store(dst, b + i, zero + ((row_sum[s0 + i] + row_sum[s1 + i])
+                                           + (row_sum[s2 + i] + row_sum[s3 + i])))
     return store
 
 
@@ -300,7 +318,8 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
         # One and two slots stay written out here: as inlined microkernels called per pixel,
-        # numba kept a reference count increment and decrement of dst and row_sum per pixel.
+        # numba kept a reference count increment and decrement of dst and row_sum per pixel
+        # (and _store_slots4 keeps its loops: as microkernels they added to every NHWC compile).
         if slots == 1 and d4 == 1:
             if weighted:
                 for u in range(n):
