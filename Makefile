@@ -34,8 +34,8 @@ test: install-dev
 
 # On an AVX-512 host, the fast backend's checks again with the code numba generates for an AVX2
 # CPU (Zen 3, with its own features: no AVX-512), the other tier users run.
-FAST_TESTS = tests/test_fast_resample.py tests/test_fast_resample_order.py tests/test_half.py \
-             tests/test_fast_depthwise*.py tests/test_relu.py tests/test_simd.py tests/test_target.py \
+FAST_TESTS = tests/test_fast_resample.py tests/test_fast_resample_order.py tests/test_fast_resample_microkernels.py \
+             tests/test_half.py tests/test_fast_depthwise*.py tests/test_relu.py tests/test_simd.py tests/test_target.py \
              tests/test_examples.py
 test-avx2: install-dev
 	NUMBA_CPU_NAME=znver3 NUMBA_CPU_FEATURES= $(PY) -m pytest -n 2 -q $(FAST_TESTS)

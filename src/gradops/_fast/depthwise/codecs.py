@@ -3,35 +3,35 @@ non-temporal vector stores.
 
 Half arrays reach the kernels as their uint16 bits (numba has no half arithmetic): they load as
 float32 (bit-exact decoding) and are rounded once, to nearest even, as they are stored (SPEC 5.6:
-half types accumulate in float32), by ``half.py`` (float16 in hardware where the target has
-F16C). Each load and store dispatches on the array type while compiling: float arrays get plain
-copies, so the float32 / float64 kernels carry no conversion code (less to compile); half bits
-of a ``kind`` fixed by the kernel (a literal: the forward and backprop-input kernels take it as a
-constant of their path) get that kind's conversion only, others a branch per run. The
+half types accumulate in float32), by the codecs of ``_fast/codecs.py`` (float16 in hardware
+where the target has F16C). Each load and store dispatches on the array type while compiling:
+float arrays get plain copies, so the float32 / float64 kernels carry no conversion code (less to
+compile); half bits of a ``kind`` fixed by the kernel (a literal: the forward and backprop-input
+kernels take it as a constant of their path) get that kind's conversion only, others a branch
+per run (``half.py``'s two conversions, chosen by ``kind`` at run time). The
 ``@overload`` registrations happen when this module is imported, which every module calling
 these functions does before it defines a kernel.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from .. import half, simd
+from ..codecs import F16, FLOAT, HALF_KINDS, half_codec
 from ..numba_internals import variable_type
 
-_FLOAT, _F16, _BF16 = 0, 1, 2  # how the kernel reads/writes an element: native float or half bits
-_HALF_KINDS = {np.dtype(np.float16): _F16, np.dtype(ml_dtypes.bfloat16): _BF16}
+# The element kinds under the names the depthwise modules use (``call_plans``, ``plan``).
+_FLOAT, _F16, _HALF_KINDS = FLOAT, F16, HALF_KINDS
 
 
-def _fixed_half(kind, float16, bfloat16):
-    """``float16`` or ``bfloat16`` if ``kind`` is a literal (fixed while compiling), else None.
-    The overloads that call it are typed with literal arguments first (``prefer_literal``);
-    numba's default tries them last."""
+def _fixed_half(element, kind):
+    """The codec (``_fast/codecs.py``) of half bits of ``kind`` if it is a literal (fixed while
+    compiling), else None. The overloads that call it are typed with literal arguments first
+    (``prefer_literal``); numba's default tries them last."""
     if isinstance(kind, types.IntegerLiteral):
-        return float16 if kind.literal_value == _F16 else bfloat16
+        return half_codec(element, kind.literal_value)
     return None
 
 
@@ -57,8 +57,10 @@ def _store_one_impl(dst, i, value, kind):
         def copy(dst, i, value, kind):
             dst[i] = value
         return copy
-    fixed = _fixed_half(kind, half.encode, half.float_to_bf16)
-    if fixed is not None:
+    codec = _fixed_half(dst.dtype, kind)
+    if codec is not None:
+        fixed = codec.encode
+
         def encode_fixed(dst, i, value, kind):
             dst[i] = fixed(value)
         return encode_fixed
@@ -72,8 +74,9 @@ def _store_one_impl(dst, i, value, kind):
 def _load_one_impl(src, i, kind):
     if isinstance(src.dtype, types.Float):
         return lambda src, i, kind: src[i]
-    fixed = _fixed_half(kind, half.decode, half.bf16_to_float)
-    if fixed is not None:
+    codec = _fixed_half(src.dtype, kind)
+    if codec is not None:
+        fixed = codec.decode
         return lambda src, i, kind: fixed(src[i])
 
     def decode(src, i, kind):
@@ -96,8 +99,10 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
                 for i in range(n):
                     out[i] = src[start + i * step]
         return copy
-    fixed = _fixed_half(kind, half.decode, half.bf16_to_float)
-    if fixed is not None:
+    codec = _fixed_half(src.dtype, kind)
+    if codec is not None:
+        fixed = codec.decode
+
         def decode_fixed(src, start, step, n, dst, dst_start, kind):
             out = dst[dst_start:dst_start + n]
             if step == 1:  # a unit stride of its own, so that this loop vectorises
@@ -145,8 +150,10 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
                 for i in range(n):
                     dst[dst_start + i * step] = run[i]
         return copy
-    fixed = _fixed_half(kind, half.encode, half.float_to_bf16)
-    if fixed is not None:
+    codec = _fixed_half(dst.dtype, kind)
+    if codec is not None:
+        fixed = codec.encode
+
         def encode_fixed(acc, start, n, dst, dst_start, step, kind):
             run = acc[start:start + n]
             if step == 1:

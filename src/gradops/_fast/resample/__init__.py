@@ -61,7 +61,9 @@ Modules, by layer (docs/architecture.md follows a call through them):
   ``pool.share``);
 * writers of step 2: ``writers.py`` (row stores, direct pixels, streaming stores);
 * microkernels: ``rows.py`` (step 1, the row sum), ``affine.py`` (affine spans),
-  ``columns_first.py`` (the float16 columns-first path);
+  ``columns_first.py`` (the float16 columns-first path); the generated ones, each family from one
+  template (``row_sum_template.py`` writes ``row_sum_microkernels.py``, ``column_template.py``
+  writes ``column_microkernels.py``), are chosen by the tables of ``selection.py``;
 * numba plumbing: ``codecs.py`` (float32 / float16 element access overloads); the ``noalias``
   pipeline is ``_fast/numba_internals.NoAliasCompiler``.
 

@@ -16,8 +16,15 @@ from numba.extending import overload
 
 from .. import half, simd
 from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
-from .rows import _four_terms, _prefetch_part, _sum_rows, _weighted_slots4
+from .rows import _prefetch_part, _sum_rows
+from .selection import HALF_SPANS, SLOT_SUMS, column_microkernel, row_sum_microkernel
 from .writers import _store_run
+
+# The generated microkernels of this path: a vector of four slots (``row_sum_template.py``,
+# ``selection.SLOT_SUMS``) and the affine spans of 4 and 1 vectors of channels
+# (``column_template.py``, ``selection.HALF_SPANS``).
+_slots4_weighted = row_sum_microkernel(SLOT_SUMS[True])
+_span4, _span1 = column_microkernel(HALF_SPANS[4]), column_microkernel(HALF_SPANS[1])
 
 
 @njit(inline="always")
@@ -27,53 +34,6 @@ def _slot_term(cc, src, row, first, s, w, units, u):
     if s == 0:
         return simd.splat(cc, -0.0)
     return simd.mul(simd.splat(cc, w), simd.load_half(src, np.uint64(row + (first + s - 1) * units + u)))
-
-
-@njit(inline="always")
-def _span4(cc, c0, src, row, units, u, lo, hi, base, span_weight):
-    """The span part of ``_half_column_sums`` for the four vectors of channels from ``u``: each
-    column's last two source pixels are the next column's first two, kept in registers; a
-    pass reads each pixel's 4 vectors at once, in order."""
-    n = np.uint64(units)
-    l1 = np.uint64(simd.lanes(cc))
-    l2, l3 = 2 * l1, 3 * l1
-    b = np.uint64(row + (2 * lo + base) * units + u)
-    p0a, p0b, p0c, p0d = (simd.load_half(src, b), simd.load_half(src, b + l1), simd.load_half(src, b + l2),
-                          simd.load_half(src, b + l3))
-    b += n
-    p1a, p1b, p1c, p1d = (simd.load_half(src, b), simd.load_half(src, b + l1), simd.load_half(src, b + l2),
-                          simd.load_half(src, b + l3))
-    for j in range(lo, hi):
-        w0, w1 = simd.splat(cc, span_weight[0, j]), simd.splat(cc, span_weight[1, j])
-        w2, w3 = simd.splat(cc, span_weight[2, j]), simd.splat(cc, span_weight[3, j])
-        b = np.uint64(row + (2 * j + base + 2) * units + u)
-        p2a, p2b, p2c, p2d = (simd.load_half(src, b), simd.load_half(src, b + l1), simd.load_half(src, b + l2),
-                              simd.load_half(src, b + l3))
-        b += n
-        p3a, p3b, p3c, p3d = (simd.load_half(src, b), simd.load_half(src, b + l1), simd.load_half(src, b + l2),
-                              simd.load_half(src, b + l3))
-        o = np.uint64(c0 + j * units + u)
-        simd.store(cc, o, _four_terms(p0a, p1a, p2a, p3a, w0, w1, w2, w3))
-        simd.store(cc, o + l1, _four_terms(p0b, p1b, p2b, p3b, w0, w1, w2, w3))
-        simd.store(cc, o + l2, _four_terms(p0c, p1c, p2c, p3c, w0, w1, w2, w3))
-        simd.store(cc, o + l3, _four_terms(p0d, p1d, p2d, p3d, w0, w1, w2, w3))
-        p0a, p0b, p0c, p0d = p2a, p2b, p2c, p2d
-        p1a, p1b, p1c, p1d = p3a, p3b, p3c, p3d
-
-
-@njit(inline="always")
-def _span1(cc, c0, src, row, units, u, lo, hi, base, span_weight):
-    """``_span4`` for one vector of channels."""
-    n = np.uint64(units)
-    b = np.uint64(row + (2 * lo + base) * units + u)
-    p0, p1 = simd.load_half(src, b), simd.load_half(src, b + n)
-    for j in range(lo, hi):
-        b = np.uint64(row + (2 * j + base + 2) * units + u)
-        p2, p3 = simd.load_half(src, b), simd.load_half(src, b + n)
-        simd.store(cc, np.uint64(c0 + j * units + u),
-                   _four_terms(p0, p1, p2, p3, simd.splat(cc, span_weight[0, j]), simd.splat(cc, span_weight[1, j]),
-                               simd.splat(cc, span_weight[2, j]), simd.splat(cc, span_weight[3, j])))
-        p0, p1 = p2, p3
 
 
 @njit(inline="always")
@@ -110,7 +70,7 @@ def _combine4(dst, o, cc, b0, b1, b2, b3, w0, w1, w2, w3, zero, n, src, ahead, a
     for k in range(n // lanes):
         _prefetch_part(src, ahead, ahead_rows, k * per_vector, min((k + 1) * per_vector, row_elements))
         e = np.uint64(k * lanes)
-        value = _weighted_slots4(cc, e, b0, b1, b2, b3, v0, v1, v2, v3, z)
+        value = _slots4_weighted(cc, e, b0, b1, b2, b3, v0, v1, v2, v3, z)
         if stream:
             simd.store_stream_half(dst, o + e, value)
         else:

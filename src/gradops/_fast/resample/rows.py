@@ -1,7 +1,7 @@
 """Microkernels of step 1, the row sum (package docstring; SPEC 3.4, 3.7), and the other sums
-of whole source rows: ``_sum_rows`` adds up to four source rows per pass (``_add_rows``),
-``_slots4`` / ``_weighted_slots4`` / ``_four_terms`` add four vectors as
-``(r0 + r1) + (r2 + r3)``, ``_pixel_sums`` sums nearest NHWC pixels straight from their source
+of whole source rows: ``_sum_rows`` adds up to four source rows per pass (``_add_rows``, which
+calls the generated microkernels of ``row_sum_template.py`` that ``selection.ROW_SUMS`` names),
+``_pixel_sums`` sums nearest NHWC pixels straight from their source
 rows, ``_prefetch_part`` requests the rows the next work item adds.
 
 Row helpers are inlined into their callers by numba (``inline="always"``): a real call per row
@@ -19,26 +19,7 @@ from numba.extending import overload
 
 from .. import simd
 from .codecs import _load
-
-
-@njit(inline="always")
-def _slots4(row_sum, u, s0, s1, s2, s3, zero):
-    """The vector at ``u`` of ``zero + ((r0 + r1) + (r2 + r3))``, ``r_k = row_sum[s_k:]``."""
-    return simd.add(zero, simd.add(simd.add(simd.load(row_sum, s0 + u), simd.load(row_sum, s1 + u)),
-                                   simd.add(simd.load(row_sum, s2 + u), simd.load(row_sum, s3 + u))))
-
-
-@njit(inline="always")
-def _weighted_slots4(row_sum, u, s0, s1, s2, s3, w0, w1, w2, w3, zero):
-    """``_slots4`` of the products ``w_k * r_k``."""
-    return simd.add(zero, _four_terms(simd.load(row_sum, s0 + u), simd.load(row_sum, s1 + u),
-                                      simd.load(row_sum, s2 + u), simd.load(row_sum, s3 + u), w0, w1, w2, w3))
-
-
-@njit(inline="always")
-def _four_terms(p0, p1, p2, p3, w0, w1, w2, w3):
-    """``(w0 * p0 + w1 * p1) + (w2 * p2 + w3 * p3)`` for vectors."""
-    return simd.add(simd.add(simd.mul(w0, p0), simd.mul(w1, p1)), simd.add(simd.mul(w2, p2), simd.mul(w3, p3)))
+from .selection import ROW_SUMS, row_sum_microkernel
 
 
 @njit(inline="always")
@@ -50,33 +31,30 @@ def _prefetch_part(src, ahead, ahead_rows, first, last):
         simd.prefetch_l2_range(src, ahead[r] + first, ahead[r] + last)
 
 
+# Step 1's microkernels (``row_sum_template.py``), per (rows per pass, weighted): ``selection.ROW_SUMS``.
+_add4_weighted, _add4_plain, _add2_weighted, _add2_plain, _add1_weighted, _add1_plain = (
+    row_sum_microkernel(ROW_SUMS[rows, weighted]) for rows in (4, 2, 1) for weighted in (True, False))
+
+
 @njit(inline="always")
 def _add_rows(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, rows, weighted, first, zero):
     """``acc[a + c] = (zero if first else acc[a + c]) + sum over the first ``rows`` (1, 2 or 4)
-    of ``w_r * src[b_r + c]``, summed as ((r0 + r1) + (r2 + r3)), for ``c < n``. Writing the
-    first group instead of clearing ``acc`` first saves a pass over ``acc``."""
+    of ``w_r * src[b_r + c]``, summed as ((r0 + r1) + (r2 + r3)), for ``c < n``: the generated
+    microkernel of ``rows`` and ``weighted``."""
     if rows == 4:
         if weighted:
-            for c in range(n):
-                acc[a + c] = (zero if first else acc[a + c]) + ((w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
-                                                               + (w2 * _load(src, b2 + c) + w3 * _load(src, b3 + c)))
+            _add4_weighted(acc, a, src, b0, b1, b2, b3, w0, w1, w2, w3, n, first, zero)
         else:
-            for c in range(n):
-                acc[a + c] = (zero if first else acc[a + c]) + ((_load(src, b0 + c) + _load(src, b1 + c))
-                                                               + (_load(src, b2 + c) + _load(src, b3 + c)))
+            _add4_plain(acc, a, src, b0, b1, b2, b3, n, first, zero)
     elif rows == 2:
         if weighted:
-            for c in range(n):
-                acc[a + c] = (zero if first else acc[a + c]) + (w0 * _load(src, b0 + c) + w1 * _load(src, b1 + c))
+            _add2_weighted(acc, a, src, b0, b1, w0, w1, n, first, zero)
         else:
-            for c in range(n):
-                acc[a + c] = (zero if first else acc[a + c]) + (_load(src, b0 + c) + _load(src, b1 + c))
+            _add2_plain(acc, a, src, b0, b1, n, first, zero)
     elif weighted:
-        for c in range(n):
-            acc[a + c] = (zero if first else acc[a + c]) + w0 * _load(src, b0 + c)
+        _add1_weighted(acc, a, src, b0, w0, n, first, zero)
     else:
-        for c in range(n):
-            acc[a + c] = (zero if first else acc[a + c]) + _load(src, b0 + c)
+        _add1_plain(acc, a, src, b0, n, first, zero)
 
 
 @njit(inline="always")

@@ -5,7 +5,8 @@ rounded once to the output type, with plain or non-temporal stores.
 * ``_store_run``: a copy (the column axis is not resampled);
 * ``_store_gathered``: NCHW columns through the padded slot table, one by one;
 * ``_store_units``: NHWC pixels from the row sum, four-slot pixels through ``_store_slots4``,
-  which also streams them;
+  which also streams them; pixels summed in memory first through the generated microkernels
+  of ``column_template.py`` (``selection.SLOT_RUNS``);
 * ``_store_direct``: NHWC pixels of one or two slots read straight from one or two source rows
   (``_direct_units``, streamed by ``_stream_direct``);
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
@@ -25,7 +26,14 @@ from .. import half, simd
 from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _masked, _masked_sum
 from .codecs import _load, _store
-from .rows import _pixel_sums, _prefetch_part, _slots4, _weighted_slots4
+from .rows import _pixel_sums, _prefetch_part
+from .selection import SLOT_RUNS, SLOT_SUMS, column_microkernel, row_sum_microkernel
+
+# Pixels summed in memory first (``column_template.py``): ``selection.SLOT_RUNS``.
+_add_slots4_weighted, _add_slots4_plain, _add_slots1_weighted = (
+    column_microkernel(SLOT_RUNS[key]) for key in ((4, True), (4, False), (1, True)))
+# A vector of a four-slot pixel (``row_sum_template.py``): ``selection.SLOT_SUMS``.
+_slots4_weighted, _slots4_plain = row_sum_microkernel(SLOT_SUMS[True]), row_sum_microkernel(SLOT_SUMS[False])
 
 
 def _stream_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
@@ -97,11 +105,11 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
                 v0, v1 = simd.splat(row_sum, w0), simd.splat(row_sum, w1)
                 v2, v3 = simd.splat(row_sum, w2), simd.splat(row_sum, w3)
                 while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                    simd.store_stream_half(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                     u += lanes
             else:
                 while u + lanes <= n:
-                    simd.store_stream_half(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store_stream_half(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
         if vectors:
             # Explicit vectors: for NHWC pixels of a few vectors, LLVM's vectorised loop spends
@@ -112,19 +120,19 @@ def _store_slots4_impl(dst, b, row_sum, s0, s1, s2, s3, w0, w1, w2, w3, n, weigh
                 v0, v1, v2, v3 = simd.splat(dst, w0), simd.splat(dst, w1), simd.splat(dst, w2), simd.splat(dst, w3)
                 if stream:
                     while u + lanes <= n:
-                        simd.store_stream(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        simd.store_stream(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                         u += lanes
                 else:
                     while u + lanes <= n:
-                        simd.store(dst, b + u, _weighted_slots4(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
+                        simd.store(dst, b + u, _slots4_weighted(row_sum, u, s0, s1, s2, s3, v0, v1, v2, v3, z))
                         u += lanes
             elif stream:
                 while u + lanes <= n:
-                    simd.store_stream(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store_stream(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
             else:
                 while u + lanes <= n:
-                    simd.store(dst, b + u, _slots4(row_sum, u, s0, s1, s2, s3, z))
+                    simd.store(dst, b + u, _slots4_plain(row_sum, u, s0, s1, s2, s3, z))
                     u += lanes
         if weighted:
             for i in range(u, n):
@@ -309,6 +317,9 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         _prefetch_part(src, ahead, ahead_rows, j * per_column, min((j + 1) * per_column, row_elements))
         s0 = slot[c, 0] * n
         w0 = weight[c, 0]
+        # One and two slots stay written out here: as inlined microkernels called per pixel,
+        # numba kept a reference count increment and decrement of dst and row_sum per pixel
+        # (and _store_slots4 keeps its loops: as microkernels they added to every NHWC compile).
         if slots == 1 and d4 == 1:
             if weighted:
                 for u in range(n):
@@ -336,21 +347,16 @@ def _store_units(dst, base, d3, d4, row_sum, vector, slot, weight, column0, colu
         k = np.uint64(0)
         while k < slots:
             if slots - k < 4:  # one or two slots, strided dst
-                s0, w0 = slot[c, k] * n, weight[c, k]
-                for u in range(n):
-                    vector[u] += w0 * row_sum[s0 + u]
+                _add_slots1_weighted(vector, n, row_sum, slot[c, k] * n, weight[c, k])
                 k += np.uint64(1)
                 continue
             k1, k2, k3 = k + np.uint64(1), k + np.uint64(2), k + np.uint64(3)
             s0, s1, s2, s3 = slot[c, k] * n, slot[c, k1] * n, slot[c, k2] * n, slot[c, k3] * n
-            w0, w1, w2, w3 = weight[c, k], weight[c, k1], weight[c, k2], weight[c, k3]
             if weighted:
-                for u in range(n):
-                    vector[u] += (w0 * row_sum[s0 + u] + w1 * row_sum[s1 + u]) + (w2 * row_sum[s2 + u]
-                                                                                   + w3 * row_sum[s3 + u])
+                _add_slots4_weighted(vector, n, row_sum, s0, s1, s2, s3, weight[c, k], weight[c, k1], weight[c, k2],
+                                     weight[c, k3])
             else:
-                for u in range(n):
-                    vector[u] += (row_sum[s0 + u] + row_sum[s1 + u]) + (row_sum[s2 + u] + row_sum[s3 + u])
+                _add_slots4_plain(vector, n, row_sum, s0, s1, s2, s3)
             k += np.uint64(4)
         if d4 == 1:
             for u in range(n):
