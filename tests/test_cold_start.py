@@ -129,3 +129,17 @@ def test_a_read_only_install_caches_in_the_user_cache_directory(tmp_path):
     assert compile_lines(runs[1].stderr) == []  # loaded from the user cache
     assert list((user_cache / "numba").rglob("relu._select_alone-*.nbi"))
     assert not list(package_root.rglob("*.nbi"))
+
+
+def test_the_users_own_numba_compiles_are_not_logged_and_never_fail(caplog):
+    """numba announces every compile in the process; the compile log must skip the user's own
+    functions, including those made without a module (``exec`` with bare globals)."""
+    numba = pytest.importorskip("numba")
+    import gradops._fast  # noqa: F401 - registers the compile log
+    namespace: dict = {}
+    exec("def add_one(x):\n    return x + 1\n", namespace)
+    assert namespace["add_one"].__module__ is None
+    with caplog.at_level("DEBUG", logger="gradops"):
+        assert numba.njit(namespace["add_one"])(41) == 42
+        assert numba.njit(lambda x: x * 2)(21) == 42
+    assert [r for r in caplog.records if r.name == "gradops"] == []

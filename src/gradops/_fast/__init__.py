@@ -50,6 +50,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from numba import types
@@ -89,9 +90,9 @@ class _CompileLog(event.Listener):
     def on_start(self, ev: event.Event) -> None:
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
-        if depth == 0:
+        function = ev.data["dispatcher"].py_func
+        if depth == 0 and _is_kernel(function):
             self._local.start = time.perf_counter()
-            function = ev.data["dispatcher"].py_func
             # the module under _fast/ (a family's package: its name, not the submodule's)
             family = function.__module__.split("._fast.", 1)[-1].split(".", 1)[0]
             log.info("compiling %s kernel %s for %s (first use; cached afterwards)", family,
@@ -99,9 +100,16 @@ class _CompileLog(event.Listener):
 
     def on_end(self, ev: event.Event) -> None:
         self._local.depth -= 1
-        if self._local.depth == 0:
-            function = ev.data["dispatcher"].py_func
+        function = ev.data["dispatcher"].py_func
+        if self._local.depth == 0 and _is_kernel(function):
             log.debug("compiled %s in %.1f s", function.__qualname__, time.perf_counter() - self._local.start)
+
+
+def _is_kernel(function: Callable) -> bool:
+    """Whether ``function`` is one of this package's: numba's events also announce the user's own
+    compiles (of functions made any way, with or without a module), which gradops does not log."""
+    module = getattr(function, "__module__", None)
+    return isinstance(module, str) and module.startswith(__name__ + ".")
 
 
 event.register("numba:compile", _CompileLog())
