@@ -51,17 +51,17 @@ def _fmt(array: np.ndarray) -> str:
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    from .examples import all_examples
+    from .examples import all_examples, run_examples
 
     console = _console()
     failures = total = 0
-    for example in all_examples():
-        if args.only and example.id not in args.only:
-            continue
+    examples = [example for example in all_examples() if not args.only or example.id in args.only]
+    checks = run_examples(examples, args.backend, initializer=_show_compiles)
+    for example in examples:
         console.print(f"\n[bold]{example.id}[/bold]  {example.title}")
         for name, value in example.inputs.items():
             console.print(f"  {name} = {_plain(value)}")
-        for check in example.run(args.backend):
+        for check in checks[example.id]:
             total += 1
             failures += not check.passed
             mark = "[green]match[/green]" if check.passed else "[red bold]MISMATCH[/red bold]"
@@ -166,16 +166,24 @@ def _compile_progress():
     """A first call that compiles kernels logs one line per kernel (logger ``gradops``, INFO; see
     gradops._fast): the command shows them on stderr, so a cold start does not look like a hang."""
     logger = logging.getLogger("gradops")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("gradops: %(message)s"))
     level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    handler = _show_compiles()
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def _show_compiles() -> logging.Handler:
+    """Shows the ``gradops`` logger's INFO lines on stderr (in this process: the command's, or a
+    worker's of ``gradops examples``); returns the handler."""
+    logger = logging.getLogger("gradops")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gradops: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
 
 
 def _fail(message: str) -> int:
