@@ -108,3 +108,21 @@ REFERENCE_KERNELS: dict[str, Callable[..., None]] = {
     "backprop_input": _reference_backprop_input,
     "backprop_filter": _reference_backprop_filter,
 }
+
+
+# Runs of calls that need no kernel, and of the reference kernels: ``run(a, b, out)`` on NHWC
+# views, as the descriptors and the fast entry points prepare them.
+
+def no_run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """An empty output needs nothing."""
+
+
+def zeros_run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """A sum over no taps: an empty operand, or taps that all read padding."""
+    out[...] = 0
+
+
+def reference_run(kernel: Callable[..., None], attrs: tuple, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``kernel`` (one of ``REFERENCE_KERNELS``) with the attributes bound first (``functools.partial``)."""
+    kernel(a, b, out, *attrs)
+

@@ -46,7 +46,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..._depthwise_reference import REFERENCE_KERNELS
+from ..._depthwise_reference import REFERENCE_KERNELS, no_run, reference_run, zeros_run
 from .. import simd
 from ..pool import share, thread_count
 from ..strided import element_aligned
@@ -75,15 +75,6 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
 Runner = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
 
-def _nothing(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """An empty output needs nothing."""
-
-
-def _zeros(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """A sum over no taps: an empty operand, or taps that all read padding."""
-    out[...] = 0
-
-
 def _crop(role: str, taps: tuple, crop_h: int, crop_w: int, a: np.ndarray, b: np.ndarray, out: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The operands without the taps left out by ``_live_taps`` and the positions before the crop."""
@@ -110,16 +101,16 @@ def _entry_point(role: str) -> Callable[[Callable[..., Runner]], Callable[..., N
         def prepare(a: np.ndarray, b: np.ndarray, out: np.ndarray, stride_h: int, stride_w: int, dil_h: int,
                     dil_w: int, pad_top: int, pad_left: int) -> Runner:
             if out.size == 0:
-                return _nothing
+                return no_run
             if a.size == 0 or b.size == 0:
-                return _zeros
+                return zeros_run
             space = out if role == "input" else a
             filter_shape = out.shape if role == "filter" else b.shape
             output_space = a if role == "input" else (b if role == "filter" else out)
             rows = _live_taps(space.shape[1], output_space.shape[1], filter_shape[0], stride_h, dil_h, pad_top)
             cols = _live_taps(space.shape[2], output_space.shape[2], filter_shape[1], stride_w, dil_w, pad_left)
             if rows is None or cols is None:
-                return _zeros  # every tap reads padding
+                return zeros_run  # every tap reads padding
             (k0h, k1h, crop_h, pad_top, dil_h), (k0w, k1w, crop_w, pad_left, dil_w) = rows, cols
             crop = None
             if (k0h, k1h + 1, k0w, k1w + 1, crop_h, crop_w) != (0, filter_shape[0], 0, filter_shape[1], 0, 0):
@@ -132,7 +123,7 @@ def _entry_point(role: str) -> Callable[[Callable[..., Runner]], Callable[..., N
             attrs = (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left)
             if stride_w > space.shape[2] + _MAX_EMPTY_PLANES:
                 # Residue planes (one per stride step) would be mostly empty and grow with the stride
-                run = functools.partial(_reference, REFERENCE_KERNELS[_REFERENCE_NAMES[role]], attrs)
+                run = functools.partial(reference_run, REFERENCE_KERNELS[_REFERENCE_NAMES[role]], attrs)
             elif element_aligned(out):
                 run = prepare_compute(a, b, out, *attrs)
             else:
@@ -149,10 +140,6 @@ def _entry_point(role: str) -> Callable[[Callable[..., Runner]], Callable[..., N
         entry.prepare = prepare
         return entry
     return wrap
-
-
-def _reference(kernel: Callable[..., None], attrs: tuple, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    kernel(a, b, out, *attrs)
 
 
 def _through_temporary(run: Runner, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
