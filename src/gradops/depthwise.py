@@ -411,7 +411,8 @@ def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str
     first such call (``prepare``) serves the calls that follow; it checks on every call what the
     addresses decide (an ``out`` overlapping an operand), and the kernel plans what the data
     decides. Arguments that cannot be part of a key (anything but plain ndarrays, sizes given as
-    an array) are prepared for their call alone, as is any call that raises."""
+    an array) are prepared for their call alone, and a call whose preparation raises keeps
+    nothing."""
     tensors = tuple(arguments[i] for i in cls.TENSORS)
     try:
         key = (cls, typed_key((*attributes, *(arguments[i] for i in cls.SIZES))), *map(_layout, tensors),
