@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gradops._fast import codecs as element_kinds
 from gradops._fast import depthwise as fast
 from gradops._fast import simd
-from gradops._fast.depthwise import call_plans, codecs, kernels, plan
+from gradops._fast.depthwise import call_plans, kernels, plan
 
 from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
                                   emulate_stride1_forward, out_size, random_values)
@@ -145,7 +146,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, longest_row, False, codecs._FLOAT))
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, longest_row, False, element_kinds.FLOAT))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

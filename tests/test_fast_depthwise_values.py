@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import pytest
 
+from gradops._fast import codecs as element_kinds
 from gradops._fast import depthwise as fast
 from gradops._fast.depthwise import codecs
 
@@ -132,7 +133,7 @@ def _encode(values, kind):
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=lambda d: d.name)
 def test_half_decoding_is_exact_for_every_bit_pattern(dtype):
     bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-    decoded = _decode(bits, codecs._HALF_KINDS[dtype])
+    decoded = _decode(bits, element_kinds.HALF_KINDS[dtype])
     expected = bits.view(dtype).astype(np.float32)
     nan = np.isnan(expected)
     np.testing.assert_array_equal(decoded.view(np.uint32)[~nan], expected.view(np.uint32)[~nan])
@@ -150,7 +151,7 @@ def test_half_encoding_rounds_to_nearest_even(dtype):
     for delta in (-1, 0, 1):  # just below, on and just above each midpoint
         patterns.append(wide + np.uint32(step // 2 + delta))
     values = np.concatenate(patterns).view(np.float32)
-    encoded = _encode(values, codecs._HALF_KINDS[dtype])
+    encoded = _encode(values, element_kinds.HALF_KINDS[dtype])
     with np.errstate(over="ignore", invalid="ignore"):
         expected = values.astype(dtype).view(np.uint16)
     nan = np.isnan(values)

@@ -65,8 +65,12 @@ def memoized(table: dict, arguments: tuple, check: Callable[[], Result], keyed: 
         return check()
     except KeyError:
         pass
-    result = check()
+    return remember(table, key, check())
+
+
+def remember(table: dict, key: Hashable, value: Result) -> Result:
+    """``table[key] = value``, in a table of at most ``_MAX_ENTRIES`` (full, it starts over)."""
     if len(table) >= _MAX_ENTRIES:
         table.clear()
-    table[key] = result
-    return result
+    table[key] = value
+    return value

@@ -40,7 +40,7 @@ import numpy as np
 
 from ._arrays import allocate_output, check_disjoint, prepare_out, require_memory, whole_sizes_checked
 from ._backend import environment_backend, fast_module, resolve_backend
-from ._memo import memoized, typed_key
+from ._memo import memoized, remember, typed_key
 from ._depthwise_checks import (_DATA_FORMATS, _PADDINGS, DEPTHWISE_DTYPES, _check_sizes, _check_tensor,
                                _int32, _int_list, _quoted, _shape4, _window, tf_dtype)
 from ._depthwise_reference import REFERENCE_KERNELS, no_run, reference_run, zeros_run
@@ -388,9 +388,8 @@ _DESCRIPTORS: dict = {}
 _GEOMETRIES: dict = {}
 
 
-# Runs prepared by earlier calls (``_call``); past this many the table starts over, as ``_memo``'s.
+# Runs prepared by earlier calls (``_call``), in a table of ``_memo``'s size.
 _CALLS: dict = {}
-_MAX_CALLS = 1024
 
 
 def _descriptor(cls: type, *attributes: Any) -> Any:
@@ -425,9 +424,7 @@ def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str
         T = _check_tensor(cls.ARGUMENTS[cls.TENSORS[0]], tensors[0], cls.ERROR_PREFIX).dtype
         run, tensors, out = _descriptor(cls, T, *attributes).prepare(*arguments, out=out, backend=backend)
         if key is not None:
-            if len(_CALLS) >= _MAX_CALLS:
-                _CALLS.clear()
-            _CALLS[key] = run
+            remember(_CALLS, key, run)
     return run(*tensors, out)
 
 

@@ -73,7 +73,7 @@ def run_examples(examples: list[Example], backend: str | None,
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = min(cores, len(families)) - 1
     if workers < 1:
-        return _run_ids(sum(families, []), backend)
+        return {example.id: example.run(backend) for example in examples}
     results: dict[str, list[Check]] = {}
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),

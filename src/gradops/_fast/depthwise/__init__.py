@@ -50,7 +50,7 @@ from ..._depthwise_reference import REFERENCE_KERNELS, no_run, reference_run, ze
 from .. import simd
 from ..pool import share, thread_count
 from ..strided import element_aligned
-from .codecs import _FLOAT, _HALF_KINDS
+from ..codecs import FLOAT, HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .call_plans import filter_plan, forward_plan, input_plan
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
@@ -69,7 +69,7 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
     block_rows = _planar_block_rows(out_h, out_w, shift_x)
     geo = _kernel_record(PlanarBlocks, batch, out_h, out_w, src_h, src_w, planes, mult, block_rows)
     share(_planar_blocks_kernel, batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src, src_off,
-          src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, _HALF_KINDS.get(dtype, _FLOAT))
+          src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, HALF_KINDS.get(dtype, FLOAT))
 
 
 Runner = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
@@ -163,8 +163,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     _, out_h, out_w, width = out.shape
     _, x_off, x_st = _kernel_view(x, True)
     _, y_off, y_st = _kernel_view(out, False)
-    layout = (x.shape, tuple(x_st.tolist()), out.shape, tuple(y_st.tolist()), out.dtype, filt.shape,
-              (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    layout = _plan_layout(x, x_st, out, y_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
     moved = x.nbytes + out.nbytes
 
     def run(x: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
@@ -190,8 +189,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     _, out_h, out_w, width = dy.shape
     _, dy_off, dy_st = _kernel_view(dy, True)
     _, dx_off, dx_st = _kernel_view(out, False)
-    layout = (dy.shape, tuple(dy_st.tolist()), out.shape, tuple(dx_st.tolist()), out.dtype, filt.shape,
-              (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    layout = _plan_layout(dy, dy_st, out, dx_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
     moved = dy.nbytes + out.nbytes
 
     def run(dy: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
@@ -207,6 +205,13 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
               dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows,
               plan.stream_in_place, plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
     return run
+
+
+def _plan_layout(src: np.ndarray, src_st: np.ndarray, out: np.ndarray, out_st: np.ndarray, filt: np.ndarray,
+                 attrs: tuple) -> tuple:
+    """The start of a call plan's key (``call_plans``) that the layouts and attributes fix; the
+    rest is ``_data_facts``."""
+    return src.shape, tuple(src_st.tolist()), out.shape, tuple(out_st.tolist()), out.dtype, filt.shape, attrs
 
 
 def _data_facts(filt: np.ndarray, out: np.ndarray, out_buf: np.ndarray, out_off: int, out_st: np.ndarray,

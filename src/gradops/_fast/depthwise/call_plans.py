@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .codecs import _FLOAT, _HALF_KINDS
+from ..codecs import FLOAT, HALF_KINDS
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _accumulator, _direct_rows, _filter_chunks, _filter_group_rows,
                    _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows,
                    _tap_paths, _tap_shifts, _taps_per_plane, _zero_margins)
@@ -70,7 +70,7 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     _, out_h, out_w, width = y_shape
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
     acc, planar, pitch = _layout(dtype, (x_st[2], x_st[3]), in_w, chans, width)
-    native = dtype not in _HALF_KINDS
+    native = dtype not in HALF_KINDS
     rows_per_job = _rows_per_job(batch, out_h)
     # Channels-last stride-1 rows wider than _IN_PLACE_ROW_BYTES are staged with zero margins
     # (finite weights, margins within the filter's reach): each row is then one segment of taps,
@@ -93,7 +93,7 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left, pitch)
     path = (planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
-            _HALF_KINDS.get(dtype, _FLOAT))
+            HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-out_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
                     np.empty(0, acc), False, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins, shifts)
 
@@ -108,7 +108,7 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     _, out_h, out_w, width = dy_shape
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
     acc, planar, pitch = _layout(dtype, (dy_st[2], dy_st[3]), out_w, width, width)
-    native = dtype not in _HALF_KINDS
+    native = dtype not in HALF_KINDS
     # dy rows in the canonical layout are read in place, but stride-1 rows wider than
     # _IN_PLACE_ROW_BYTES are staged with zero margins (finite weights): each row is then one
     # segment of taps, without edge positions (see _zero_margins)
@@ -137,7 +137,7 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
     path = (planar, stream_in_place, stream_rows, not direct_out,
             *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width, acc, planar),
-            _HALF_KINDS.get(dtype, _FLOAT))
+            HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-in_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
                     np.empty(0, acc), stream_rows, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins,
                     shifts)
@@ -167,7 +167,7 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
     _, out_h, out_w, width = dy_shape
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
     acc = _accumulator(dtype)
-    native = dtype not in _HALF_KINDS
+    native = dtype not in HALF_KINDS
     planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
     direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
     direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
@@ -180,4 +180,4 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left)
     return FilterPlan((planar, registers), chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, planar,
-                      _HALF_KINDS.get(dtype, _FLOAT), group_rows)
+                      HALF_KINDS.get(dtype, FLOAT), group_rows)

@@ -19,11 +19,8 @@ from numba import njit, types
 from numba.extending import overload
 
 from .. import half, simd
-from ..codecs import F16, FLOAT, HALF_KINDS, half_codec
+from ..codecs import F16, half_codec
 from ..numba_internals import variable_type
-
-# The element kinds under the names the depthwise modules use (``call_plans``, ``plan``).
-_FLOAT, _F16, _HALF_KINDS = FLOAT, F16, HALF_KINDS
 
 
 def _fixed_half(element, kind):
@@ -66,7 +63,7 @@ def _store_one_impl(dst, i, value, kind):
         return encode_fixed
 
     def encode(dst, i, value, kind):
-        dst[i] = half.encode(value) if kind == _F16 else half.float_to_bf16(value)
+        dst[i] = half.encode(value) if kind == F16 else half.float_to_bf16(value)
     return encode
 
 
@@ -80,7 +77,7 @@ def _load_one_impl(src, i, kind):
         return lambda src, i, kind: fixed(src[i])
 
     def decode(src, i, kind):
-        return half.decode(src[i]) if kind == _F16 else half.bf16_to_float(src[i])
+        return half.decode(src[i]) if kind == F16 else half.bf16_to_float(src[i])
     return decode
 
 
@@ -122,7 +119,7 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
                 out[i] = _load_one(src, start + i * step, kind)
             return
         run = src[start:start + n]
-        if kind == _F16:
+        if kind == F16:
             for i in range(n):
                 out[i] = half.decode(run[i])
         else:
@@ -172,7 +169,7 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
                 _store_one(dst, dst_start + i * step, run[i], kind)
             return
         out = dst[dst_start:dst_start + n]
-        if kind == _F16:
+        if kind == F16:
             for i in range(n):
                 out[i] = half.encode(run[i])
         else:

@@ -29,7 +29,7 @@ from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes
-from .codecs import _HALF_KINDS
+from ..codecs import HALF_KINDS
 from .selection import row_sizes
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
@@ -104,7 +104,7 @@ def _kernel_buffer(array: np.ndarray, readonly: bool) -> np.ndarray:
 def _kernel_array(array: np.ndarray) -> np.ndarray:
     """An element-aligned ``array`` (else a contiguous copy), half types as their uint16 bits."""
     array = aligned_input(array)
-    return array.view(np.uint16) if array.dtype in _HALF_KINDS else array
+    return array.view(np.uint16) if array.dtype in HALF_KINDS else array
 
 
 def _no_rows(dtype: type) -> np.ndarray:
@@ -204,7 +204,7 @@ def _streams_rows(nbytes: int, dtype: np.dtype, dx_st: tuple, chans: int, mult: 
     ends take plain stores."""
     one_run = stride_w == 1 and not planar and dx_st[3] == 1 and dx_st[2] == chans and nbytes >= streaming_bytes
     half_rows = dtype == np.float16 and half.HARDWARE_HALF and mult == 1
-    pair_rows = dtype not in _HALF_KINDS and mult == 2
+    pair_rows = dtype not in HALF_KINDS and mult == 2
     return one_run and (half_rows or pair_rows)
 
 

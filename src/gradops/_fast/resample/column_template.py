@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .row_sum_template import Terms4Vector, association, kind
+from .row_sum_template import Terms4Vector, association, kind, njit_header
 
 GENERATED = Path(__file__).with_name("column_microkernels.py")
 
@@ -56,23 +56,19 @@ class HalfSpan:
 FAMILY = (SlotRun(4, True), SlotRun(4, False), SlotRun(1, True), HalfSpan(4), HalfSpan(1))
 
 
-def _njit(name: str, parameters: str, doc: str) -> list[str]:
-    return ["", "", "", '@njit(inline="always")', f"def {name}({parameters}):", f'    """{doc}"""']
-
-
 def _slot_run(kernel: SlotRun) -> str:
     slots = ", ".join(f"s{k}" for k in range(kernel.slots))
     weights = ", " + slots.replace("s", "w") if kernel.weighted else ""
     terms = [f"t{k} = {'w%d * ' % k if kernel.weighted else ''}row_sum[s{k} + u]" for k in range(kernel.slots)]
     what = f"{kernel.slots} slot{'s' if kernel.slots > 1 else ''}{', weighted' if kernel.weighted else ''}"
-    head = _njit(kernel.name, f"vector, n, row_sum, {slots}{weights}", f"{what.capitalize()}, added to a pixel.")
+    head = njit_header(kernel.name, f"vector, n, row_sum, {slots}{weights}", f"{what.capitalize()}, added to a pixel.")
     return "\n".join([*head, "    for u in range(n):", *(f"        {term}" for term in terms),
                       f"        vector[u] += {association([f't{k}' for k in range(kernel.slots)])}"])
 
 
 def _half_span(kernel: HalfSpan) -> str:
     vectors = kernel.vectors
-    head = _njit(kernel.name, "cc, c0, src, row, units, u, lo, hi, base, span_weight",
+    head = njit_header(kernel.name, "cc, c0, src, row, units, u, lo, hi, base, span_weight",
                  f"The columns-first span for {vectors} vector{'s' if vectors > 1 else ''} of channels from u.")
 
     def at(base: str, v: int) -> str:

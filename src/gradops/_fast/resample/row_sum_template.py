@@ -31,22 +31,25 @@ from pathlib import Path
 GENERATED = Path(__file__).with_name("row_sum_microkernels.py")
 
 
-def association(terms: list[str]) -> str:
-    """``terms`` (1, 2 or 4 scalar expressions) added in the documented association."""
+def association(terms: list[str], add=lambda a, b: f"({a} + {b})") -> str:
+    """``terms`` (1, 2 or 4 expressions) added in the documented association, two at a time by
+    ``add`` (scalar ``+`` unless told; ``vector_association``: ``simd.add``)."""
     if len(terms) == 1:
         return terms[0]
     if len(terms) == 2:
-        return f"({terms[0]} + {terms[1]})"
-    return f"(({terms[0]} + {terms[1]}) + ({terms[2]} + {terms[3]}))"
+        return add(*terms)
+    return add(add(terms[0], terms[1]), add(terms[2], terms[3]))
 
 
 def vector_association(terms: list[str]) -> str:
     """``association`` of vector expressions, through ``simd.add``."""
-    if len(terms) == 1:
-        return terms[0]
-    if len(terms) == 2:
-        return f"simd.add({terms[0]}, {terms[1]})"
-    return f"simd.add(simd.add({terms[0]}, {terms[1]}), simd.add({terms[2]}, {terms[3]}))"
+    return association(terms, lambda a, b: f"simd.add({a}, {b})")
+
+
+def njit_header(name: str, parameters: str, doc: str) -> list[str]:
+    """The lines that open a generated microkernel: two blank lines, the inlined ``njit``, the
+    signature and the one-line docstring."""
+    return ["", "", "", '@njit(inline="always")', f"def {name}({parameters}):", f'    """{doc}"""']
 
 
 def kind(weighted: bool) -> str:
@@ -98,10 +101,7 @@ def _add_rows(kernel: AddRows) -> str:
     terms = [f"t{r} = {'w%d * ' % r if kernel.weighted else ''}_load(src, b{r} + c)" for r in range(kernel.rows)]
     what = f"{kernel.rows} row{'s' if kernel.rows > 1 else ''}{', weighted' if kernel.weighted else ''}"
     return "\n".join([
-        "", "", "",
-        '@njit(inline="always")',
-        f"def {kernel.name}(acc, a, src, {', '.join(kernel.parameters)}, n, first, zero):",
-        f'    """Row sum of {what}."""',
+        *njit_header(kernel.name, f"acc, a, src, {', '.join(kernel.parameters)}, n, first, zero", f"Row sum of {what}."),
         "    for c in range(n):",
         *(f"        {term}" for term in terms),
         f"        acc[a + c] = (zero if first else acc[a + c]) + {association([f't{r}' for r in range(kernel.rows)])}",
@@ -115,10 +115,8 @@ def _slots4_vector(kernel: Slots4Vector) -> str:
     else:
         total = vector_association(rows)
     return "\n".join([
-        "", "", "",
-        '@njit(inline="always")',
-        f"def {kernel.name}(row_sum, u, s0, s1, s2, s3{', w0, w1, w2, w3' if kernel.weighted else ''}, zero):",
-        f'    """The vector at u of four slots{", weighted" if kernel.weighted else ""}."""',
+        *njit_header(kernel.name, f"row_sum, u, s0, s1, s2, s3{', w0, w1, w2, w3' if kernel.weighted else ''}, zero",
+                     f"The vector at u of four slots{', weighted' if kernel.weighted else ''}."),
         *(f"    r{k} = simd.load(row_sum, s{k} + u)" for k in range(4)),
         f"    return simd.add(zero, {total})",
     ])
@@ -127,10 +125,7 @@ def _slots4_vector(kernel: Slots4Vector) -> str:
 def _terms4_vector(kernel: Terms4Vector) -> str:
     terms = [f"simd.mul(w{k}, p{k})" for k in range(4)]
     return "\n".join([
-        "", "", "",
-        '@njit(inline="always")',
-        f"def {kernel.name}(p0, p1, p2, p3, w0, w1, w2, w3):",
-        '    """The weighted sum of four vectors."""',
+        *njit_header(kernel.name, "p0, p1, p2, p3, w0, w1, w2, w3", "The weighted sum of four vectors."),
         f"    return {vector_association(terms)}",
     ])
 
