@@ -15,12 +15,14 @@ these functions does before it defines a kernel.
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .. import half, simd
+from .. import half, row_njit, simd
 from ..codecs import F16, half_codec
-from ..numba_internals import variable_type
 
 
 def _fixed_half(element, kind):
@@ -30,6 +32,40 @@ def _fixed_half(element, kind):
     if isinstance(kind, types.IntegerLiteral):
         return half_codec(element, kind.literal_value)
     return None
+
+
+@functools.cache
+def _half_runs(kind: int):
+    """``(decode_run, encode_run)`` of half bits of ``kind``: ``_load_run`` and ``_store_run`` with
+    that kind's conversion, compiled once per array types. Their offsets and steps are run-time
+    integers, so the call sites of a kernel, which pass literals such as 0 and 1, share one
+    compiled run instead of each compiling its own (issue 23, cold start)."""
+    codec = half_codec(types.uint16, kind)
+    decode, encode = codec.decode, codec.encode
+
+    @row_njit
+    def decode_run(src, start, step, n, dst, dst_start):
+        out = dst[dst_start:dst_start + n]
+        if step == 1:  # a unit stride of its own, so that this loop vectorises
+            run = src[start:start + n]
+            for i in range(n):
+                out[i] = decode(run[i])
+        else:
+            for i in range(n):
+                out[i] = decode(src[start + i * step])
+
+    @row_njit
+    def encode_run(acc, start, n, dst, dst_start, step):
+        run = acc[start:start + n]
+        if step == 1:
+            out = dst[dst_start:dst_start + n]
+            for i in range(n):
+                out[i] = encode(run[i])
+        else:
+            for i in range(n):
+                dst[dst_start + i * step] = encode(run[i])
+
+    return decode_run, encode_run
 
 
 def _load_one(src, i, kind):
@@ -96,20 +132,10 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
                 for i in range(n):
                     out[i] = src[start + i * step]
         return copy
-    codec = _fixed_half(src.dtype, kind)
-    if codec is not None:
-        fixed = codec.decode
-
-        def decode_fixed(src, start, step, n, dst, dst_start, kind):
-            out = dst[dst_start:dst_start + n]
-            if step == 1:  # a unit stride of its own, so that this loop vectorises
-                run = src[start:start + n]
-                for i in range(n):
-                    out[i] = fixed(run[i])
-            else:
-                for i in range(n):
-                    out[i] = fixed(src[start + i * step])
-        return decode_fixed
+    if _fixed_half(src.dtype, kind) is not None:
+        decode_run = _half_runs(kind.literal_value)[0]
+        return lambda src, start, step, n, dst, dst_start, kind: decode_run(
+            src, np.int64(start), np.int64(step), np.int64(n), dst, np.int64(dst_start))
 
     def decode(src, start, step, n, dst, dst_start, kind):
         # the branches sit outside the loops, so each loop vectorises
@@ -128,13 +154,7 @@ def _load_run_impl(src, start, step, n, dst, dst_start, kind):
     return decode
 
 
-def _inline_float_stores(expr, caller_info, callee_info) -> bool:
-    """Inline ``_store_run`` into float outputs only (the half encoders, inlined, trip an internal
-    numba IR check)."""
-    return isinstance(variable_type(callee_info, "dst").dtype, types.Float)
-
-
-@overload(_store_run, inline=_inline_float_stores, prefer_literal=True)
+@overload(_store_run, inline="always", prefer_literal=True)
 def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
     if isinstance(dst.dtype, types.Float):
         def copy(acc, start, n, dst, dst_start, step, kind):
@@ -147,20 +167,10 @@ def _store_run_impl(acc, start, n, dst, dst_start, step, kind):
                 for i in range(n):
                     dst[dst_start + i * step] = run[i]
         return copy
-    codec = _fixed_half(dst.dtype, kind)
-    if codec is not None:
-        fixed = codec.encode
-
-        def encode_fixed(acc, start, n, dst, dst_start, step, kind):
-            run = acc[start:start + n]
-            if step == 1:
-                out = dst[dst_start:dst_start + n]
-                for i in range(n):
-                    out[i] = fixed(run[i])
-            else:
-                for i in range(n):
-                    dst[dst_start + i * step] = fixed(run[i])
-        return encode_fixed
+    if _fixed_half(dst.dtype, kind) is not None:
+        encode_run = _half_runs(kind.literal_value)[1]
+        return lambda acc, start, n, dst, dst_start, step, kind: encode_run(
+            acc, np.int64(start), np.int64(n), dst, np.int64(dst_start), np.int64(step))
 
     def encode(acc, start, n, dst, dst_start, step, kind):
         run = acc[start:start + n]

@@ -77,11 +77,16 @@ def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
                 dst[start + k] = acc[2 * k] + acc[2 * k + 1]
         return vectors
 
-    def scalars(acc, n, combined, dst, start, kind, stream):
-        for i in range(n):  # a constant stride: this loop vectorises
-            combined[i] = acc[2 * i] + acc[2 * i + 1]
-        _store_run(combined, 0, n, dst, start, 1, kind)
-    return scalars
+    return lambda acc, n, combined, dst, start, kind, stream: _pair_sums_rounded(acc, n, combined, dst, start, kind)
+
+
+@row_njit
+def _pair_sums_rounded(acc, n, combined, dst, start, kind):
+    """``_pair_sums_run`` for a half dst, one function for both ``stream`` literals: the sums
+    in ``combined``, then rounded by ``_store_run``."""
+    for i in range(n):  # a constant stride: this loop vectorises
+        combined[i] = acc[2 * i] + acc[2 * i + 1]
+    _store_run(combined, 0, n, dst, start, 1, kind)
 
 
 @row_njit
