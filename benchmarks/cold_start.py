@@ -3,7 +3,9 @@ with NUMBA_CACHE_DIR set to a new empty folder, timing every call of the case's
 gradops.warmup.WarmupCase (the first one pays numba's import and the compile of what it uses),
 then `gradops examples`.
 
-    python benchmarks/cold_start.py [--src SRC] [--examples] [CASE ...]   (CASE: "op dtype layout")
+    python benchmarks/cold_start.py [--src SRC] [--examples] [--all | CASE ...]   (CASE: "op dtype layout")
+
+``--all``: every case ``gradops warmup`` knows (each operator with each dtype and layout it takes).
 """
 
 import argparse
@@ -50,9 +52,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
     parser.add_argument("--examples", action="store_true")
+    parser.add_argument("--all", action="store_true", help="every (op, dtype, layout) of gradops.warmup.cases()")
     parser.add_argument("cases", nargs="*")
     args = parser.parse_args()
     src = Path(args.src)
+    if args.all:
+        sys.path.insert(0, str(src))
+        from gradops.warmup import cases
+
+        args.cases = [str(case) for case in cases()]
     for case in args.cases or DEFAULT_CASES:
         with tempfile.TemporaryDirectory() as cache:
             start = time.perf_counter()

@@ -350,5 +350,37 @@ def test_contract_plan_of_a_nearest_twofold_gradient():
     assert plan.slot.tolist() == [[1, 2], [3, 4], [5, 6]] and (plan.slot_weight == 1).all()
     assert not plan.weighted and not plan.column_identity and plan.max_taps == 2 and not plan.columns_first
     assert plan.zero == 0 and np.copysign(1, plan.zero) == 1  # the gradient's sums start from +0 (SPEC 3.6)
-    # columns_first, direct pixels (<= 2 slots), pixel sums (float32, unweighted), identity, affine
-    assert path == (False, True, True, False, False)
+    # columns_first, direct pixels of 2 slots, unweighted, pixel sums (float32, unweighted), no row sum (every
+    # dx row reads 2 dy rows: direct), identity, affine
+    assert path == (False, 2, 0, True, False, False, False)
+
+
+@pytest.mark.parametrize("dtype,row_sum", [(np.float32, False), (np.float16, True)])
+def test_gradient_rows_without_taps_are_written(dtype, row_sum):
+    """The gradient of nearest 3x downsampling of an NHWC image [1, 6, 6, 16] -> [1, 2, 2, 16]
+    (forward output o reads input 3o + 1): dx rows and columns that no dy element reads get no
+    tap and must come out +0, not the NaN the output held. Hand-derived plan: float32 pixels are
+    pixel sums, which write every row, so the kernel is built without the row sum; float16 pixels
+    of one slot are read directly only from rows with one or two taps, so the rows with none need
+    the row sum (``plan._row_sum_needed``)."""
+    from gradops._fast.resample.plan import _contract_plan
+    from gradops._resample_plan import tap_key
+
+    def picks(inputs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Forward taps of one axis: output o reads input ``inputs[o]`` at weight 1."""
+        index = np.zeros((len(inputs), 2), np.int64)
+        index[:, 0] = inputs
+        weight = np.zeros((len(inputs), 2), np.float32)
+        weight[:, 0] = 1
+        return index, weight
+
+    all_taps = [picks([0]), picks(list(range(16))), picks([1, 4]), picks([1, 4])]  # N, C, H, W (logical NCHW)
+    dy = nhwc(np.arange(1, 65, dtype=dtype).reshape(1, 16, 2, 2))
+    dx = nhwc(np.full((1, 16, 6, 6), np.nan, dtype))
+    keys = tuple(tap_key(*t) for t in all_taps)
+    path = _contract_plan(True, dy.shape, dy.strides, dx.shape, dx.strides, dx.itemsize, keys)[-1]
+    assert path[4] is row_sum
+    resample_backward(dy, dx, all_taps)
+    expected = np.zeros(dx.shape, dtype)
+    expected[:, :, 1::3, 1::3] = dy
+    assert bits(dx).tolist() == bits(expected).tolist()

@@ -53,14 +53,19 @@ def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0
 # ``pool.share``: each thread claims chunks of work items from ``counters`` until none is left.
 
 @lru_cache(maxsize=None)
-def _contract_kernel(path: tuple[bool, bool, bool, bool, bool]):
+def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
     """``_contract`` for the plans of one ``path`` (``_contract_plan``): each flag says whether a
     branch of the kernel can be taken at all. numba prunes a branch on a constant False before
     typing it, so a call compiles the code its plan can run and nothing else (issue 23, cold
     start); a branch that is kept is taken on the same conditions as in the kernel with every
     flag True. Each path is its own entry in the disk cache (numba keys closures by the values
-    of their free variables)."""
-    columns_first_path, direct_path, pixel_sums_path, identity_path, affine_path = path
+    of their free variables). ``direct_slots``: 0 where pixels are never read directly, else the
+    slots of the plan's pixels (1 or 2), with ``direct_weighted`` (0 or 1), so that the direct
+    path compiles the rows of its pixels only (``writers._store_direct_for``); ``row_sum_path``:
+    False where the branches before the row sum take every work item (``plan._row_sum_needed``)."""
+    (columns_first_path, direct_slots, direct_weighted, pixel_sums_path, row_sum_path, identity_path,
+     affine_path) = path
+    direct_path = direct_slots > 0
 
     @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler)
     def _contract(counters, epoch, role, chunks, src, src_offset, dst, dst_offset, plan, stream):
@@ -146,11 +151,11 @@ def _contract_kernel(path: tuple[bool, bool, bool, bool, bool]):
                     _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift),
                                   np.uint64(tap_base[taps - 1] + shift),
                                   tap_weight[0], tap_weight[taps - 1], slot, slot_weight, column0, columns, units, taps,
-                                  weighted, zero, stream and _float32(dst))
+                                  direct_slots, direct_weighted, zero, stream and _float32(dst))
                 elif pixel_sums_path and pixel_sums:
                     _store_pixel_sums(dst, out, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
                                       zero)
-                else:
+                elif row_sum_path:
                     # Step 1: the row sum, as one contiguous run or one run of ``units`` per column.
                     for c in range(1 if src_packed else count):
                         _sum_rows(row_sum, (c + 1) * units, src, tap_base, tap_weight, taps, shift + c * s3,

@@ -166,10 +166,30 @@ def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_sh
     # the kernel tests; pixel sums also need consecutive slots, which the kernel tests itself.
     pixels = (units > 1 and src_strides[4] == 1 and src_strides[3] == units and dst_strides[4] == 1
               and not identity[column])
-    path = (columns_first, bool(pixels and slot.shape[1] <= 2), bool(pixels and itemsize == 4 and not weighted),
-            bool(identity[column]), units == 1)
+    direct_slots = int(slot.shape[1]) if pixels and slot.shape[1] <= 2 else 0  # pixels read directly
+    pixel_sums = bool(pixels and itemsize == 4 and not weighted)
+    tap_counts = [np.diff(table[0]) for table in outer_tables]
+    item_taps = (int(np.prod([counts.min() for counts in tap_counts])), max_taps)  # fewest, most
+    row_sum = _row_sum_needed(bool(columns_first), direct_slots, pixel_sums, slot, item_taps)
+    path = (columns_first, direct_slots, int(weighted), pixel_sums, row_sum, bool(identity[column]), units == 1)
     items = int(np.prod(dst_shape[:3])) * block_first.size
     return axes, items, src_offset, dst_offset, plan, tuple(plan), path
+
+
+def _row_sum_needed(columns_first: bool, direct_slots: int, pixel_sums: bool, slot: np.ndarray,
+                    item_taps: tuple[int, int]) -> bool:
+    """Whether some work item reaches ``_contract``'s row-sum branch: not when the branches before
+    it take every item (their conditions, as the kernel tests them): columns first, items of one
+    or more taps; pixels read directly, items of one or two taps (``item_taps``: the fewest and
+    the most of any item, products of the outer axes' counts); pixel sums, every item when the
+    real slots of each column are consecutive source columns (``rows._consecutive_slots``). A
+    kernel built without the branch compiles without the row sum and its writers (issue 23)."""
+    fewest, most = item_taps
+    if columns_first and fewest >= 1 or direct_slots and fewest >= 1 and most <= 2:
+        return False
+    real = slot[:, 1:] != 0
+    broken = real & ((slot[:, :-1] == 0) | (slot[:, 1:] != slot[:, :-1] + 1))
+    return not (pixel_sums and not broken.any())
 
 
 def _columns_first_fits(itemsize: int, src_strides: np.ndarray, dst_strides: np.ndarray, units: int, blocks: int,

@@ -12,11 +12,14 @@ rounded once to the output type, with plain or non-temporal stores.
 * ``_store_pixel_sums``: nearest float32 NHWC pixels summed straight from their source rows.
 
 ``_store_direct`` and ``_store_pixel_sums`` are called once per row and not inlined, which keeps
-the kernel (and how LLVM optimises its NCHW loops) small; ``_stream_direct`` is compiled once per
-literal ``(taps, slots, weighted)``; the others are inlined into their callers.
+the kernel (and how LLVM optimises its NCHW loops) small; ``_store_direct`` is compiled per
+(slots, weighted) of the plan, ``_stream_direct`` once per literal ``(taps, slots, weighted)``;
+the others are inlined into their callers.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numba import njit, types
@@ -250,42 +253,53 @@ def _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, colum
                       weighted, zero)
 
 
-# Per-row functions: no reference counting of their array arguments (``_nrt=False``, see
-# ``_fast/__init__``).
-@njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
-def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, weighted, zero,
-                  stream):
-    """``_direct_units`` for one or two source rows and one or two slots. Called once per row and
-    not inlined, which keeps ``_contract`` (and how LLVM optimises its NCHW loops) small.
-    ``stream``: with non-temporal stores (``_stream_direct``)."""
-    zero = np.float32(zero)
-    if slot.shape[1] == 1:
-        if taps == 1:
-            if weighted:
-                _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 1, True,
-                            zero, stream)
-            else:
-                _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 1, False,
-                            zero, stream)
-        elif weighted:
-            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 1, True, zero,
-                        stream)
-        else:
-            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 1, False, zero,
-                        stream)
-    elif taps == 1:
+def _store_direct(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted,
+                  zero, stream):
+    """``_direct_units`` for one or two source rows (``taps``, per row) and pixels of ``slots``
+    (1 or 2) slots, ``weighted`` or not (both fixed by the call's plan, literals): the compiled
+    function of ``_store_direct_for``."""
+
+
+@overload(_store_direct, inline="always", prefer_literal=True)
+def _store_direct_impl(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots,
+                       weighted, zero, stream):
+    if not (isinstance(slots, types.IntegerLiteral) and isinstance(weighted, types.IntegerLiteral)):
+        return None
+    store = _store_direct_for(slots.literal_value, bool(weighted.literal_value))
+    return lambda dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, slots, weighted, \
+        zero, stream: store(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, zero,
+                            stream)
+
+
+@functools.cache
+def _store_direct_for(slots: int, weighted: bool):
+    """``_store_direct`` for pixels of ``slots`` slots, ``weighted`` or not, as closure constants:
+    a call compiles the two row loops (one or two source rows) of its plan, each plain and
+    streamed, not those of every (slots, weighted) (issue 23, cold start: 7.3 of a first NHWC
+    forward call's 15.4 CPU s went to all eight). Called once per row and not inlined, which keeps
+    ``_contract`` (and how LLVM optimises its NCHW loops) small; no reference counting of its
+    array arguments (``_nrt=False``, see ``_fast/__init__``)."""
+    @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
+    def _store_direct_rows(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, taps, zero,
+                           stream):
+        """``stream``: with non-temporal stores (``_stream_direct``). The closure constants are
+        pruned before typing: only one ``weighted`` branch is compiled."""
+        zero = np.float32(zero)
         if weighted:
-            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 2, True, zero,
-                        stream)
+            if taps == 1:
+                _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, slots,
+                            True, zero, stream)
+            else:
+                _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, slots,
+                            True, zero, stream)
+        elif taps == 1:
+            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, slots, False,
+                        zero, stream)
         else:
-            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 1, 2, False, zero,
-                        stream)
-    elif weighted:
-        _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 2, True, zero,
-                    stream)
-    else:
-        _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, 2, False, zero,
-                    stream)
+            _direct_row(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column0, columns, units, 2, slots, False,
+                        zero, stream)
+
+    return _store_direct_rows
 
 
 @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler, **NO_REFCOUNT)
