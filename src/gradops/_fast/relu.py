@@ -204,6 +204,13 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
           o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
 
 
+def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
+    """``select_positive`` for three C-contiguous arrays of one dtype and shape, ``out``
+    element-aligned (``relu._dense_arguments``): one dense run, with no layout to work out."""
+    bits, limit = _BITS_AND_LIMIT[x.dtype]
+    _select_dense_run(x.reshape(-1).view(bits), value.reshape(-1).view(bits), out.reshape(-1).view(bits), limit)
+
+
 def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> str:
     """``"C"`` or ``"F"`` when the three arrays are contiguous in that order, else ``""``."""
     if x.flags.c_contiguous and value.flags.c_contiguous and out.flags.c_contiguous:
