@@ -45,9 +45,13 @@ def relu(x: np.ndarray, *, out: np.ndarray | None = None, backend: str | None = 
     ``x``: float32, float16, int32, int16 or int8, rank 1..8, any strides.
     ``out``: optional preallocated result; it may be ``x`` itself (in-place execution).
     """
+    backend = resolve_backend(backend)
+    dense = _dense_run(x, x, out, backend)
+    if dense is not None:
+        return dense
     x = check_input("x", x, dtypes=RELU_DTYPES, ranks=_RANKS)
     out = prepare_out(out, shape=x.shape, dtype=x.dtype, inputs={"x": x}, may_alias=("x",), like=x)
-    _select_positive(x, x, out, resolve_backend(backend))
+    _select_positive(x, x, out, backend)
     return out
 
 
@@ -60,11 +64,9 @@ def relu_grad(x: np.ndarray, dy: np.ndarray, *, out: np.ndarray | None = None,
     ``dy`` itself; any other overlap with an input is rejected.
     """
     backend = resolve_backend(backend)
-    if backend == "fast" and _dense_arguments(x, dy, out):
-        if out is None:
-            out = allocate_output("out", x.shape, x.dtype, dy)
-        fast_module("relu").select_dense(x, dy, out)
-        return out
+    dense = _dense_run(x, dy, out, backend)
+    if dense is not None:
+        return dense
     x = check_input("x", x, dtypes=RELU_DTYPES, ranks=_RANKS)
     dy = check_input("dy", dy, dtypes=RELU_DTYPES, ranks=_RANKS)
     check_same("dy", dy, "x", x)
@@ -74,14 +76,25 @@ def relu_grad(x: np.ndarray, dy: np.ndarray, *, out: np.ndarray | None = None,
     return out
 
 
+def _dense_run(x: object, dy: object, out: object, backend: str) -> np.ndarray | None:
+    """The result of the common call (``_dense_arguments``) on the fast backend, or None for any
+    other call."""
+    if backend != "fast" or not _dense_arguments(x, dy, out):
+        return None
+    if out is None:
+        out = allocate_output("out", x.shape, x.dtype, dy)
+    fast_module("relu").select_dense(x, dy, out)
+    return out
+
+
 def _dense_arguments(x: object, dy: object, out: object) -> bool:
-    """Whether a call is the common one, which the checks of ``check_input``, ``check_same`` and
-    ``prepare_out`` would pass unchanged, decided with a few attribute reads (a 16 KiB call's
-    checks took 3 of its 5 us): plain C-contiguous arrays of one supported dtype and shape, at
-    most ``MAX_ELEMENTS`` elements, and an ``out`` that is None or such an array too, writeable,
-    element-aligned and sharing no memory with the inputs (contiguous arrays overlap exactly
-    when their address ranges do). Anything else takes the checked path, which also runs an
-    ``out`` that is exactly an input."""
+    """Whether a call (``relu``: ``dy`` is ``x``) is the common one, which the checks of
+    ``check_input``, ``check_same`` and ``prepare_out`` would pass unchanged, decided with a few
+    attribute reads (a 16 KiB call's checks took 3 of its 5 us): plain C-contiguous arrays of one
+    supported dtype and shape, at most ``MAX_ELEMENTS`` elements, and an ``out`` that is None or
+    such an array too, writeable, element-aligned and sharing no memory with the inputs
+    (contiguous arrays overlap exactly when their address ranges do). Anything else takes the
+    checked path, which also runs an ``out`` that is exactly an input."""
     if not (type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype in _DENSE_DTYPES and dy.dtype == x.dtype
             and dy.shape == x.shape and 0 < x.ndim <= 8 and 0 < x.size <= MAX_ELEMENTS
             and x.flags.c_contiguous and dy.flags.c_contiguous):
