@@ -99,6 +99,20 @@ def _local_digests(array: np.ndarray, chunks: tuple) -> list[bytes]:
             for index in itertools.product(*(range(len(sizes)) for sizes in chunks))]
 
 
+def _gathered(client, array) -> np.ndarray:
+    """``array`` in this process, one block at a time into one NumPy array: ``compute()`` would
+    join every block on one worker first, which then holds the whole array twice (a 6 GiB input
+    killed a worker that way)."""
+    from dask.core import flatten
+
+    whole = np.empty(array.shape, array.dtype)
+    edges = [np.concatenate(([0], np.cumsum(sizes))) for sizes in array.chunks]
+    indices = itertools.product(*(range(len(sizes)) for sizes in array.chunks))
+    for index, block in zip(indices, flatten(array.to_delayed().tolist())):
+        whole[tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, index))] = client.compute(block).result()
+    return whole
+
+
 def _keys(array) -> set:
     """The keys of a dask array's blocks, as the scheduler names them."""
     from dask.core import flatten
@@ -164,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 centred = images.map_blocks(np.subtract, np.float32(0.5), name=f"bench-source-{next(sources)}")
                 return client.persist(centred.rechunk(chunks))
 
-            source = generated((1,) + shape[1:]).compute()
+            source = _gathered(client, generated((1,) + shape[1:]))
             expected = workload.numpy_call(source)
             fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
             # out= into the expected result itself: the same values again, and no third array here
