@@ -358,3 +358,18 @@ def test_size_sweep_doubles_twice_per_step_and_charts(tmp_path):
     report = {"workloads": entries, "reps": 7, "platform": {"processor": "test CPU", "tier": "avx2"}}
     sweep_chart(report, str(tmp_path / "sweep.png"))
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_named_gz_is_compressed(tmp_path):
+    """``--json NAME.json.gz`` writes gzip (the magic bytes 1f 8b), plain JSON otherwise; both
+    read back to the same report."""
+    import gzip
+
+    from gradops.bench.cli import write_report
+
+    report = {"suite": "S2", "workloads": [{"id": "A1", "ratio": 2.45}]}
+    write_report(str(tmp_path / "r.json.gz"), report)
+    write_report(str(tmp_path / "r.json"), report)
+    assert (tmp_path / "r.json.gz").read_bytes()[:2] == b"\x1f\x8b"
+    assert json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes())) == report
+    assert json.loads((tmp_path / "r.json").read_text()) == report

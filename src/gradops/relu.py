@@ -96,7 +96,7 @@ def _dense_arguments(x: object, dy: object, out: object) -> bool:
     (contiguous arrays overlap exactly when their address ranges do). Anything else takes the
     checked path, which also runs an ``out`` that is exactly an input."""
     if not (type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype in _DENSE_DTYPES and dy.dtype == x.dtype
-            and dy.shape == x.shape and 0 < x.ndim <= 8 and 0 < x.size <= MAX_ELEMENTS
+            and dy.shape == x.shape and x.ndim in _RANKS and 0 < x.size <= MAX_ELEMENTS
             and x.flags.c_contiguous and dy.flags.c_contiguous):
         return False
     if out is None:
