@@ -12,8 +12,6 @@ to say these things, so a numba release that changes one of them is adapted to h
   (``pool.thread_count``).
 * ``threading_layer_started``: whether numba's threading layer is up (``gradops.torch``).
 * ``codegen_cpu``: the CPU name and features numba generates code for (``target.codegen_target``).
-* ``variable_type``: the type of a variable of an inlining candidate, for ``inline=`` cost
-  functions (the depthwise codecs).
 * ``NO_REFCOUNT``: the jit option that compiles a function without reference counting of its
   array arguments (``_fast/__init__`` says why), and ``row_njit``, ``njit`` with it.
 
@@ -89,8 +87,3 @@ def codegen_cpu() -> tuple[str | None, str | None]:
     """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` as numba read them (None: the host's)."""
     return numba.config.CPU_NAME, numba.config.CPU_FEATURES
 
-
-def variable_type(info, name: str):
-    """The type of variable ``name`` in the ``caller_info`` / ``callee_info`` that numba passes to
-    an ``inline=`` cost function."""
-    return info.typemap[name]

@@ -37,9 +37,9 @@ def _fixed_half(element, kind):
 @functools.cache
 def _half_runs(kind: int):
     """``(decode_run, encode_run)`` of half bits of ``kind``: ``_load_run`` and ``_store_run`` with
-    that kind's conversion, compiled once per array types. Their offsets and steps are run-time
-    integers, so the call sites of a kernel, which pass literals such as 0 and 1, share one
-    compiled run instead of each compiling its own (issue 23, cold start)."""
+    that kind's conversion, compiled once per array types: the overloads pass them their offsets
+    and steps as int64, not as the literals (0, 1) some call sites give, so that those sites share
+    one compiled run instead of each compiling its own (issue 23, cold start)."""
     codec = half_codec(types.uint16, kind)
     decode, encode = codec.decode, codec.encode
 
