@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import gradops
-from gradops.bench import suite as s1
+from gradops.bench import suite, workloads
 
 
 def timed(call, calls: int) -> float:
@@ -41,13 +41,14 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, args.base)
     base = importlib.import_module(args.name)
-    workloads = s1.all_workloads()
+    every = suite.all_workloads()
     for wid in args.workloads:
-        workload = workloads[wid]
+        workload = every[wid]
         inputs = workload.inputs()
         calls = {}
         for label, package in (("A", base), ("B", gradops)):
-            s1.gradops_function = lambda name, package=package: getattr(package, name)
+            # the workloads look their operator up through this module-level function
+            workloads.gradops_function = lambda name, package=package: getattr(package, name)
             calls[label] = workload.gradops_call(inputs, backend="fast")
         same = np.array_equal(np.asarray(calls["A"]()).view(np.uint8), np.asarray(calls["B"]()).view(np.uint8))
         ratios = []

@@ -299,7 +299,7 @@ def test_avx2_tier_worker_generates_avx2_code(tmp_path):
     probe = ("import numpy as np, gradops\n"
              "from gradops._fast import relu\n"
              "gradops.relu_grad(np.ones(64, np.float32), np.ones(64, np.float32), backend='fast')\n"
-             "kernel = relu._select_alone\n"
+             "kernel = relu._select_small\n"
              "asm = kernel.inspect_asm(kernel.signatures[0])\n"
              "print('zmm' in asm, 'ymm' in asm)\n")
     env = worker_env("gradops", "avx2") | {"NUMBA_CACHE_DIR": str(tmp_path)}
@@ -373,3 +373,22 @@ def test_report_named_gz_is_compressed(tmp_path):
     assert (tmp_path / "r.json.gz").read_bytes()[:2] == b"\x1f\x8b"
     assert json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes())) == report
     assert json.loads((tmp_path / "r.json").read_text()) == report
+
+
+def test_ab_inprocess_times_the_base_package_it_is_given(tmp_path):
+    """benchmarks/ab_inprocess.py must call the base package for A: a base whose relu_grad answers
+    zeros gives different bits. (Until this test it patched a name the workloads do not read, and
+    compared the tree with itself.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = tmp_path / "gradops_zeros"
+    base.mkdir()
+    (base / "__init__.py").write_text("import numpy as np\n\n\ndef relu_grad(x, dy, out=None, backend=None):\n"
+                                      "    return np.zeros_like(dy)\n")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ab_inprocess.py"
+    printed = subprocess.run([sys.executable, str(script), "--base", str(tmp_path), "--name", "gradops_zeros",
+                              "--rounds", "1", "--calls", "1", "A1"], capture_output=True, text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    assert "same bits: False" in printed.stdout
