@@ -10,10 +10,11 @@ import pytest
 
 pytest.importorskip("numba")
 
-from numba import njit  # noqa: E402
+from numba import carray, cfunc, njit, types  # noqa: E402
 
 from gradops._fast import pool  # noqa: E402
-from gradops._fast.pool import _atomic_load, begin, claim, end, finish, share  # noqa: E402
+from gradops._fast.pool import (LANE_ARGUMENTS, _atomic_load, begin, claim, end, finish, lane_chunks,  # noqa: E402
+                                lane_claim, lane_finish, lane_join, lane_publish, lane_wait, pointer_to, share)
 
 _ENOUGH_BYTES = 1 << 30  # any call this large runs on the helpers too
 _PATIENCE = 1 << 32      # rounds of waiting for a helper: seconds, far beyond a helper's start
@@ -35,6 +36,13 @@ def _who_claims(counters, epoch, role, chunks, claimed_by, patience):
                 if _atomic_load(counters, 0) > 1:
                     break
         finish(counters)
+
+
+def share_with_helper() -> list[int]:
+    """Who claimed each of the two chunks of a task that the helper surely takes part in."""
+    claimed_by = np.full(2, -1, np.int64)
+    share(_who_claims, 2, pool.INLINE_BYTES, claimed_by, _PATIENCE)
+    return claimed_by.tolist()
 
 
 def _run(patience: int) -> np.ndarray:
@@ -124,18 +132,117 @@ def test_a_call_too_small_to_wait_for_helpers_wakes_them_for_the_next(monkeypatc
     monkeypatch.setattr(pool, "_last_helped", -1.0)  # asleep
     monkeypatch.setattr(pool, "_HELPER_SPIN_SECONDS", 60.0)  # awake helpers stay awake during the test
     started = []
-    monkeypatch.setattr(pool, "_start_helpers", lambda count, kernel, args: started.append((count, kernel)))
+    monkeypatch.setattr(pool, "_start_helpers", lambda count, kernel, args, **_: started.append((count, kernel)))
     n = 1 << 16
     x = np.arange(n, dtype=np.uint32) - np.uint32(n // 2)
     value = np.arange(n, dtype=np.uint32)
     out = np.zeros(n, np.uint32)
     mid, wake = 3 * pool.INLINE_BYTES, 16 * pool.INLINE_BYTES
     limit = np.uint32(0x7FFFFFFF)
-    pool.share(relu._select_dense, 8, mid, x, value, out, limit, wake_bytes=wake)
+    entry = lambda: relu._lane_entry(np.uint32)  # noqa: E731
+    assert pool.share_lane(relu._select_dense, entry, 8, mid, x, value, out, limit, True, wake_bytes=wake)
     assert started == [(1, pool._linger)]  # woken, not waited for
     np.testing.assert_array_equal(out, np.where((x != 0) & (x <= limit), value, 0))
     assert pool.thread_budget(8, mid, wake) == 2  # the next call shares
     started.clear()
-    pool.share(relu._select_dense, 8, pool.INLINE_BYTES - 1, x, value, out, limit, wake_bytes=wake)
-    pool.share(relu._select_dense, 1, mid, x, value, out, limit, wake_bytes=wake)
+    pool.share_lane(relu._select_dense, entry, 8, pool.INLINE_BYTES - 1, x, value, out, limit, True, wake_bytes=wake)
+    pool.share_lane(relu._select_dense, entry, 1, mid, x, value, out, limit, True, wake_bytes=wake)
     assert started == []  # below INLINE_BYTES, or one work item: nobody to share with
+    # A kernel that refuses its arguments (here: out is x) writes nothing and wakes nobody.
+    assert not pool.share_lane(relu._select_dense, entry, 8, mid, x, value, x, limit, True, wake_bytes=wake)
+    assert started == []
+
+
+# --- The lane -----------------------------------------------------------------------------------
+
+@njit
+def _publish(lane, chunks, helpers):
+    return lane_publish(lane, 0, chunks, helpers)
+
+
+@njit
+def _claim(lane, task, from_back):
+    return lane_claim(lane, task, from_back)
+
+
+@njit
+def _join(lane):
+    return lane_join(lane)
+
+
+def test_lane_claims_from_both_ends_and_name_their_task():
+    lane = np.zeros(pool._LANE_WORDS, np.int64)
+    task = _publish(lane, 5, 1)
+    claims = [_claim(lane, task, from_back) for from_back in (False, True, False, True, False, True, False)]
+    assert claims == [0, 4, 1, 3, 2, -1, -1]
+    assert _join(lane) and not _join(lane)  # one helper, as published
+    # The next task: a helper still holding the last task's number claims nothing of it.
+    following = _publish(lane, 3, 1)
+    assert following == task + 1
+    assert _claim(lane, task, True) == -1 and _claim(lane, task, False) == -1
+    assert _claim(lane, following, True) == 2
+    # Task numbers are compared on their low 32 bits, which the claim word holds.
+    lane[pool._LANE_TASK] = (1 << 32) - 1
+    wrapped = _publish(lane, 2, 1)
+    assert wrapped == 1 << 32 and _claim(lane, wrapped, False) == 0 and _claim(lane, wrapped - 1, False) == -1
+
+
+@cfunc(types.void(types.CPointer(types.int64), types.int64), nogil=True)
+def _record_entry(lane_address, task):
+    """A lane entry that records, for each chunk it claims, that a helper claimed it."""
+    lane = carray(lane_address, (LANE_ARGUMENTS + 1,))
+    if not lane_join(lane):
+        return
+    claimed_by = carray(pointer_to(lane[LANE_ARGUMENTS], np.int64), (lane_chunks(lane),))
+    while True:
+        chunk = lane_claim(lane, task, True)
+        if chunk < 0:
+            return
+        claimed_by[chunk] = pool.HELPER
+        lane_finish(lane)
+
+
+@njit(nogil=True)
+def _record_claims(lane, entry, helpers, chunks, claimed_by, patience):
+    """The caller's side of ``_record_entry``: it waits in its first chunk (at most ``patience``
+    rounds) until a helper has claimed one."""
+    if helpers == 0:
+        claimed_by[:] = pool.ALONE
+        return 0
+    lane[LANE_ARGUMENTS] = np.int64(claimed_by.ctypes.data)
+    task = lane_publish(lane, entry, chunks, helpers)
+    while True:
+        chunk = lane_claim(lane, task, False)
+        if chunk < 0:
+            return 0 if lane_wait(lane) else 1
+        claimed_by[chunk] = pool.CALLER
+        if chunk == 0:
+            for _ in range(patience):
+                if _atomic_load(claimed_by, chunks - 1) == pool.HELPER:
+                    break
+        lane_finish(lane)
+
+
+def test_a_lingering_helper_takes_lane_chunks_from_the_back():
+    """A helper lingering after a task joins the next lane task natively: the caller claims from
+    the front, the helper from the back, every chunk exactly once."""
+    if pool.thread_count() < 2:
+        pytest.skip("needs 2 threads")
+    _record_claims(pool._epoch, 0, 0, 4, np.zeros(4, np.int64), 0)  # compiles
+    share_with_helper()  # starts the helper (and compiles)
+    rounds = int(pool._epoch[1])
+    pool._epoch[1] = 1 << 62  # lingering that never times out, however this process is scheduled
+    try:
+        # a task the helper has certainly taken (not one so large that the caller's share goes to
+        # the proxy thread, which may start after the helper has stopped lingering)
+        assert sorted(share_with_helper()) == [pool.CALLER, pool.HELPER]
+        for _ in range(3):
+            claimed_by = np.full(4, -1, np.int64)
+            assert pool.share_lane(_record_claims, lambda: _record_entry.address, 4, _ENOUGH_BYTES, claimed_by,
+                                   _PATIENCE)
+            assert claimed_by[0] == pool.CALLER and claimed_by[-1] == pool.HELPER
+            assert set(claimed_by.tolist()) <= {pool.CALLER, pool.HELPER}
+            assert pool._epoch[pool._LANE_FINISHED] == 4
+    finally:
+        pool._epoch[1] = rounds
+        _run(0)  # a new announcement ends the long lingering

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-_MIN_POOLED_BYTES = 1 << 20  # smaller outputs come from malloc, which is fast for them
+MIN_POOLED_BYTES = 1 << 20  # smaller outputs come from malloc, which is fast for them
 _ALIGNMENT = 64
 
 
@@ -95,7 +95,7 @@ def lent(args: tuple) -> tuple:
     """``args`` with each array that views a cache block replaced by a view of the same memory
     that does not keep the block alive. Only for a thread that touches that memory while the
     caller holds the arrays (a helper computing the caller's chunks)."""
-    return tuple([_borrow(a) if type(a) is np.ndarray and a.nbytes >= _MIN_POOLED_BYTES else a for a in args])
+    return tuple([_borrow(a) if type(a) is np.ndarray and a.nbytes >= MIN_POOLED_BYTES else a for a in args])
 
 
 def _borrow(array: np.ndarray) -> np.ndarray:
@@ -136,7 +136,7 @@ def _stored_layout(shape: tuple[int, ...], like_shape: tuple[int, ...], like_str
 def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < _MIN_POOLED_BYTES or _limit_bytes() == 0:
+    if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0:
         return np.empty(shape, dtype)
     raw = _CACHE.take(nbytes + _ALIGNMENT)
     if raw is None:

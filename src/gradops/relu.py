@@ -20,6 +20,7 @@ import numpy as np
 
 from ._arrays import MAX_ELEMENTS, allocate_output, check_input, check_same, prepare_out
 from ._backend import fast_module, resolve_backend
+from ._output_cache import MIN_POOLED_BYTES
 from .dml import DataType, FeatureLevel, OperatorDesc, TensorDesc, require_feature_level
 from .errors import DataTypeError, ShapeError
 from .registry import OpInfo, run_dml_json
@@ -78,23 +79,25 @@ def relu_grad(x: np.ndarray, dy: np.ndarray, *, out: np.ndarray | None = None,
 
 def _dense_run(x: object, dy: object, out: object, backend: str) -> np.ndarray | None:
     """The result of the common call (``_dense_arguments``) on the fast backend, or None for any
-    other call."""
+    other call, and for an ``out`` that shares memory with an input (the fast kernel checks)."""
     if backend != "fast" or not _dense_arguments(x, dy, out):
         return None
     if out is None:
-        out = allocate_output("out", x.shape, x.dtype, dy)
-    fast_module("relu").select_dense(x, dy, out)
-    return out
+        # Small outputs as ``allocate_output`` makes them (np.empty, C order like dy), without its
+        # size checks, which an output the size of an existing input passes.
+        small = x.nbytes < MIN_POOLED_BYTES
+        out = np.empty(x.shape, x.dtype) if small else allocate_output("out", x.shape, x.dtype, dy)
+    return out if fast_module("relu").select_dense(x, dy, out) else None
 
 
 def _dense_arguments(x: object, dy: object, out: object) -> bool:
     """Whether a call (``relu``: ``dy`` is ``x``) is the common one, which the checks of
-    ``check_input``, ``check_same`` and ``prepare_out`` would pass unchanged, decided with a few
-    attribute reads (a 16 KiB call's checks took 3 of its 5 us): plain C-contiguous arrays of one
-    supported dtype and shape, at most ``MAX_ELEMENTS`` elements, and an ``out`` that is None or
-    such an array too, writeable, element-aligned and sharing no memory with the inputs
-    (contiguous arrays overlap exactly when their address ranges do). Anything else takes the
-    checked path, which also runs an ``out`` that is exactly an input."""
+    ``check_input``, ``check_same`` and ``prepare_out`` would pass unchanged apart from aliasing,
+    decided with a few attribute reads (a 16 KiB call's checks took 3 of its 5 us): plain
+    C-contiguous arrays of one supported dtype and shape, at most ``MAX_ELEMENTS`` elements, and
+    an ``out`` that is None or such an array too, writeable and element-aligned. Whether ``out``
+    overlaps an input is left to the fast kernel, which checks addresses before writing. Anything
+    else takes the checked path, which also runs an ``out`` that is exactly an input."""
     if not (type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype in _DENSE_DTYPES and dy.dtype == x.dtype
             and dy.shape == x.shape and x.ndim in _RANKS and 0 < x.size <= MAX_ELEMENTS
             and x.flags.c_contiguous and dy.flags.c_contiguous):
@@ -102,8 +105,7 @@ def _dense_arguments(x: object, dy: object, out: object) -> bool:
     if out is None:
         return True
     return (type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape and out.flags.c_contiguous
-            and out.flags.writeable and out.flags.aligned and not np.may_share_memory(out, x)
-            and not np.may_share_memory(out, dy))
+            and out.flags.writeable and out.flags.aligned)
 
 
 def _select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray, backend: str) -> None:

@@ -22,6 +22,10 @@ after its task: it lingers (``end``) inside the kernel, without the GIL, for
 once the next task is queued and the GIL released. The calls of a training step, which follow
 each other closely, find the helpers awake, and no thread waits on the GIL held by another.
 
+The lane (:func:`share_lane`): for calls of tens of microseconds, even a lingering helper's
+way through Python to its next task costs too much, so a kernel may publish its task to the
+helpers in native memory instead, where ``end`` picks it up without returning to Python.
+
 Interrupts. Python runs a signal handler (Ctrl-C's KeyboardInterrupt) on the main thread between
 bytecodes, never inside a nogil kernel. So a large call made from the main thread runs its
 caller's share on a proxy thread while the main thread waits interruptibly; on an interrupt it
@@ -39,6 +43,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from llvmlite import ir
 from numba import get_num_threads, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -110,6 +115,61 @@ def _fetch_add_many(typingctx, counters, index, amount):
     return types.int64(counters, index, amount), codegen
 
 
+@intrinsic
+def _atomic_store(typingctx, counters, index, value):
+    """``counters[index] = value``, written atomically (another thread may compare-exchange it)."""
+    if not _is_counter(counters, index) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(value, _counter_pointer(context, builder, signature, args), "seq_cst", 8)
+        return context.get_dummy_value()
+    return types.void(counters, index, value), codegen
+
+
+@intrinsic
+def _compare_exchange(typingctx, counters, index, expected, desired):
+    """Atomically ``counters[index] = desired`` if it holds ``expected``; returns whether it did."""
+    if not _is_counter(counters, index):
+        return None
+
+    def codegen(context, builder, signature, args):
+        old, new = (context.cast(builder, value, kind, types.int64)
+                    for value, kind in zip(args[2:], signature.args[2:]))
+        result = builder.cmpxchg(_counter_pointer(context, builder, signature, args), old, new, "seq_cst", "seq_cst")
+        return builder.extract_value(result, 1)
+    return types.boolean(counters, index, expected, desired), codegen
+
+
+@intrinsic
+def _call_entry(typingctx, address, lane, task):
+    """Call the lane entry at ``address``: a C function ``void(int64 *lane, int64 task)``."""
+    if not (isinstance(address, types.Integer) and _is_counter(lane, task)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        words = context.make_array(signature.args[1])(context, builder, args[1]).data
+        entry_type = ir.FunctionType(ir.VoidType(), [words.type, ir.IntType(64)])
+        entry = builder.inttoptr(args[0], entry_type.as_pointer())
+        builder.call(entry, [words, context.cast(builder, args[2], signature.args[2], types.int64)])
+        return context.get_dummy_value()
+    return types.void(address, lane, task), codegen
+
+
+@intrinsic
+def pointer_to(typingctx, address, dtype):
+    """The address of a lane task's array (``lane[i]``, an int64) as a pointer to ``dtype``, for
+    ``numba.carray``."""
+    if not (isinstance(address, types.Integer) and isinstance(dtype, types.NumberClass)):
+        return None
+    pointer_type = types.CPointer(dtype.instance_type)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer_type))
+    return pointer_type(address, dtype), codegen
+
+
 @njit(nogil=True, cache=True)
 def _cancel(counters):
     """Push the claim counter past any chunk count: every later ``claim`` ends its kernel's loop.
@@ -135,11 +195,23 @@ def begin(counters, epoch, role):
 
 @njit(inline="always")
 def end(epoch, role, seen):
-    """A helper lingers until the next task is announced, or ``epoch[1]`` rounds have passed."""
+    """A helper lingers until the next task is announced, or ``epoch[1]`` rounds have passed. It
+    computes its share of each task published in the lane meanwhile, natively, and lingers again;
+    first of the lane's current task, which may still be open (a helper that skipped it
+    lingered through a long task alone, timed out, and skipped the next one again, call after
+    call: a 4 MiB ReLU gradient took 0.57 ms instead of 0.24)."""
     if role == HELPER:
-        for _ in range(epoch[1]):
+        served = -1
+        rounds = 0
+        while rounds < epoch[1]:
             if _atomic_load(epoch, 0) != seen:
                 return
+            task = _atomic_load(epoch, _LANE_TASK)
+            if task != served and task > 0:  # task 0: none was ever published
+                served = task
+                _call_entry(_atomic_load(epoch, _LANE_ENTRY), epoch, task)
+                rounds = 0
+            rounds += 1
 
 
 @njit(inline="always")
@@ -152,6 +224,89 @@ def claim(counters):
 def finish(counters):
     """Report one claimed chunk computed."""
     _fetch_add(counters, 1)
+
+
+# --- The lane ------------------------------------------------------------------------------
+# A queued task reaches a lingering helper through Python: the helper returns from its kernel,
+# takes the GIL, the task from its queue and dispatches the kernel, a few microseconds in all,
+# as long as a 512 KiB ReLU gradient's whole work. A lane task does not leave native code: its
+# caller's kernel writes the task into the lane (words of ``_epoch``: an entry, a C function
+# ``void(int64 *lane, int64 task)`` compiled with ``numba.cfunc``, and the task's arguments, as
+# addresses and sizes) and publishes it; a lingering helper calls the entry from ``end``. One
+# caller at a time owns the lane (``_lane_lock``). Claims name their task (``lane_claim``), so
+# a helper that arrives after its task ended claims nothing of the next one.
+_LANE_TASK, _LANE_ENTRY, _LANE_CLAIM, _LANE_FINISHED, _LANE_CHUNKS, _LANE_JOINED, _LANE_HELPERS = range(2, 9)
+LANE_ARGUMENTS = 9  # the task's own arguments start here
+_LANE_WORDS = LANE_ARGUMENTS + 8
+# A claim word: the task's number (its low 32 bits), the caller's next chunk from the front and
+# the helpers' next chunk from the back (16 bits each).
+_TASK_MASK, _CHUNK_MASK = (1 << 32) - 1, (1 << 16) - 1
+LANE_MAX_CHUNKS = _CHUNK_MASK
+# How many rounds the lane's caller waits for the helpers' chunks before Python takes over.
+_LANE_CALLER_ROUNDS = 1 << 16
+
+
+@njit(inline="always")
+def lane_publish(lane, entry, chunks, helpers):
+    """The lane's caller publishes its task (its arguments already written from
+    ``LANE_ARGUMENTS`` on): at most ``helpers`` helpers join it. Returns the task's number."""
+    task = lane[_LANE_TASK] + 1
+    _atomic_store(lane, _LANE_CLAIM, ((task & _TASK_MASK) << 32) | chunks)  # a late helper may CAS it
+    lane[_LANE_FINISHED] = 0
+    lane[_LANE_CHUNKS] = chunks
+    lane[_LANE_JOINED] = 0
+    lane[_LANE_HELPERS] = helpers
+    lane[_LANE_ENTRY] = entry
+    _fetch_add(lane, _LANE_TASK)  # a full barrier: every word above is written first
+    return task
+
+
+@njit(inline="always")
+def lane_join(lane):
+    """Whether a helper entering the lane's task may help (at most the caller's number do)."""
+    return _fetch_add(lane, _LANE_JOINED) < lane[_LANE_HELPERS]
+
+
+@njit(inline="always")
+def lane_claim(lane, task, from_back):
+    """The next chunk of lane task ``task``, or -1 when none is left or the lane holds another
+    task. The caller claims from the front, helpers ``from_back``: calls that follow each other
+    split their data at about the same place, and each core finds its part in its own cache
+    (a 512 KiB ReLU gradient on 2 threads: 9.4 us so, 11.6 us with chunks taken in turn)."""
+    while True:
+        word = _atomic_load(lane, _LANE_CLAIM)
+        if (word >> 32) & _TASK_MASK != task & _TASK_MASK:
+            return -1
+        front, back = (word >> 16) & _CHUNK_MASK, word & _CHUNK_MASK
+        if front >= back:
+            return -1
+        if from_back:
+            if _compare_exchange(lane, _LANE_CLAIM, word, word - 1):
+                return back - 1
+        elif _compare_exchange(lane, _LANE_CLAIM, word, word + (1 << 16)):
+            return front
+
+
+@njit(inline="always")
+def lane_chunks(lane):
+    """The number of chunks of the lane's task (read before claiming: a claim that succeeds
+    proves the task, and so this number, current)."""
+    return lane[_LANE_CHUNKS]
+
+
+@njit(inline="always")
+def lane_finish(lane):
+    """Report one claimed chunk of the lane's task computed."""
+    _fetch_add(lane, _LANE_FINISHED)
+
+
+@njit(inline="always")
+def lane_wait(lane):
+    """The caller waits a while for the helpers' claimed chunks; returns whether all are done."""
+    for _ in range(_LANE_CALLER_ROUNDS):
+        if _atomic_load(lane, _LANE_FINISHED) >= lane[_LANE_CHUNKS]:
+            return True
+    return False
 
 
 @njit(nogil=True, cache=True)
@@ -177,14 +332,25 @@ def thread_count() -> int:
 _helpers: list[queue.SimpleQueue] = []
 _helpers_lock = threading.Lock()
 _helpers_pid = os.getpid()  # helper threads do not survive a fork
-# [tasks announced, rounds a helper lingers]; the rounds are calibrated when helpers start.
-_epoch = np.zeros(2, np.int64)
+# [tasks announced, rounds a helper lingers, the lane]; the rounds are calibrated when helpers start.
+_epoch = np.zeros(_LANE_WORDS, np.int64)
+_lane_lock = threading.Lock()
+
+
+def _unlock_lane_in_child() -> None:
+    """A fork copies the lane's lock as some thread held it; that thread is not in the child."""
+    global _lane_lock
+    _lane_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_unlock_lane_in_child)
 
 
 def _calibrate_linger() -> int:
     """Rounds of ``end`` in ``_HELPER_SPIN_SECONDS``, from the fastest of a few timings (a timing
     the OS interrupted would make helpers give up waiting too soon)."""
-    probe = np.array([0, 1 << 16], np.int64)
+    probe = np.zeros(_LANE_WORDS, np.int64)
+    probe[1] = 1 << 16
     counters = np.zeros(3, np.int64)  # the task of epoch 0, which stays current
     _linger(counters, probe, HELPER)  # compile or load
     fastest = float("inf")
@@ -248,12 +414,50 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
         _last_helped = time.perf_counter()
 
 
+def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_bytes: int, *args,
+               wake_bytes: int = INLINE_BYTES) -> bool:
+    """Run ``kernel(lane, entry, helpers, chunks, *args)`` over ``items`` work items, with up to
+    ``helpers`` lingering helpers taking chunks through the lane (``entry()``: the address of
+    its lane entry). With ``helpers`` 0 the kernel computes everything alone and publishes
+    nothing. Else it publishes the task (``lane_publish``), computes every chunk it claims
+    (``lane_claim``, ``lane_finish``) and returns 0, or 1 when ``lane_wait`` gave up waiting for
+    a helper's chunk. A kernel may refuse its arguments by returning -1 before anything else:
+    then this returns False. Helpers that were not lingering are woken for the next call, as
+    :func:`share` does."""
+    global _last_helped
+    threads = thread_budget(items, moved_bytes, wake_bytes)
+    if threads > 1 and _lane_lock.acquire(blocking=False):
+        if time.perf_counter() - _last_helped > _HELPER_SPIN_SECONDS:
+            _wake_helpers(threads - 1)  # they join this task if they come in time, else the next
+        try:
+            chunks = min(items, threads * _CHUNKS_PER_THREAD, LANE_MAX_CHUNKS)
+            status = kernel(_epoch, entry(), threads - 1, chunks, *args)
+            while status > 0 and _epoch[_LANE_FINISHED] < chunks:  # a helper was preempted in a chunk
+                time.sleep(0)
+            joined = _epoch[_LANE_JOINED]
+        finally:
+            _lane_lock.release()
+        if status >= 0 and joined:
+            _last_helped = time.perf_counter()
+        elif status >= 0:
+            _wake_helpers(threads - 1)
+        return status >= 0
+    if kernel(_epoch, 0, 0, 1, *args) < 0:
+        return False
+    if moved_bytes >= INLINE_BYTES and threads == 1:
+        helpers = min(thread_count(), items) - 1
+        if helpers > 0:
+            _wake_helpers(helpers)
+    return True
+
+
 def _wake_helpers(count: int) -> None:
-    """Hand ``count`` helpers a task with no work, after which they linger for the next one."""
+    """Hand ``count`` helpers a task with no work, after which they linger for the next one;
+    a helper whose queue holds a task already is left alone (it will linger after that task)."""
     global _last_helped
     counters = np.zeros(3, np.int64)
     counters[2] = _epoch[0]  # the current epoch: they linger until the next task is announced
-    _start_helpers(count, _linger, (counters, _epoch, HELPER))
+    _start_helpers(count, _linger, (counters, _epoch, HELPER), only_idle=True)
     _last_helped = time.perf_counter()
 
 
@@ -311,7 +515,7 @@ def _serve_proxy(tasks: queue.SimpleQueue) -> None:
         del kernel, args, done, errors  # the arrays of a finished call must not outlive it
 
 
-def _start_helpers(count: int, kernel: Callable, args: tuple) -> None:
+def _start_helpers(count: int, kernel: Callable, args: tuple, *, only_idle: bool = False) -> None:
     global _helpers_pid
     with _helpers_lock:
         if _helpers_pid != os.getpid():
@@ -324,4 +528,5 @@ def _start_helpers(count: int, kernel: Callable, args: tuple) -> None:
             threading.Thread(target=_serve, args=(tasks,), daemon=True, name="gradops-helper").start()
             _helpers.append(tasks)
         for tasks in _helpers[:count]:
-            tasks.put((kernel, args))
+            if not (only_idle and not tasks.empty()):
+                tasks.put((kernel, args))

@@ -8,15 +8,17 @@ for a signed integer it is ``0 < b <= max``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import carray, cfunc, njit, types
+from numba.extending import intrinsic, overload
 
 from . import simd
-from .pool import INLINE_BYTES, begin, claim, end, finish, share
+from .pool import (INLINE_BYTES, LANE_ARGUMENTS, begin, claim, end, finish, lane_chunks, lane_claim, lane_finish,
+                   lane_join, lane_publish, lane_wait, pointer_to, share, share_lane)
 from .strided import aligned_input, coalesce, element_aligned, flat_view
 
 # Per dtype: the unsigned type its bits are selected as, and the largest bit pattern that compares > 0.
@@ -25,6 +27,29 @@ _BITS_AND_LIMIT = {
     np.dtype(np.int32): (np.uint32, np.uint32(0x7FFFFFFF)), np.dtype(np.int16): (np.uint16, np.uint16(0x7FFF)),
     np.dtype(np.int8): (np.uint8, np.uint8(0x7F)),
 }
+
+
+def _as_bits(array):
+    """``(bits, limit)``: a 1-D unit-stride array's elements as unsigned bits, and the largest bit
+    pattern of its dtype that compares > 0. float16 arrives as its uint16 bits (numba has no
+    float16 arrays); uint16 means float16 here."""
+    raise NotImplementedError
+
+
+@overload(_as_bits)
+def _as_bits_for(array):
+    dtype = np.dtype(np.float16) if array.dtype == types.uint16 else np.dtype(str(array.dtype))
+    bits, limit = _BITS_AND_LIMIT[dtype]
+
+    def as_bits(array):
+        return array.view(bits), limit
+    return as_bits
+
+
+@njit(inline="always")
+def _overlap(a, b):
+    """Whether two contiguous runs share a byte (they overlap exactly when their address ranges do)."""
+    return a.ctypes.data < b.ctypes.data + b.nbytes and b.ctypes.data < a.ctypes.data + a.nbytes
 
 
 # Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
@@ -40,65 +65,51 @@ _DENSE_JOB = 1 << 14  # elements per job of the plain select
 _WAKE_HELPERS_BYTES = 3 << 20
 
 
-def _select_vector_intrinsic(nontemporal: bool):
+@intrinsic
+def _select_vector_nontemporal(typingctx, x, value, out, start, limit):
     """One vector (``_VECTOR_BYTES``) of ``out[start:] = x > 0 ? value : 0`` on unsigned bits, as a
-    branch-free vector select: with random signs a per-element branch mispredicts half the time.
-    The non-temporal variant needs ``out`` aligned to the vector at ``start``; the plain one needs
-    no alignment."""
+    branch-free vector select written with a non-temporal store; ``out`` must be aligned to the
+    vector at ``start``. (LLVM does not vectorise a plain loop into non-temporal stores.)"""
+    sig = types.void(x, value, out, start, limit)
 
-    @intrinsic
-    def select_vector(typingctx, x, value, out, start, limit):
-        sig = types.void(x, value, out, start, limit)
+    def codegen(context, builder, signature, args):
+        x_arr, v_arr, o_arr = (context.make_array(t)(context, builder, a)
+                               for t, a in zip(signature.args[:3], args[:3]))
+        element = context.get_value_type(signature.args[2].dtype)
+        element_bytes = element.width // 8
+        lanes = _VECTOR_BYTES // element_bytes
+        vector = ir.VectorType(element, lanes)
 
-        def codegen(context, builder, signature, args):
-            x_arr, v_arr, o_arr = (context.make_array(t)(context, builder, a)
-                                   for t, a in zip(signature.args[:3], args[:3]))
-            element = context.get_value_type(signature.args[2].dtype)
-            element_bytes = element.width // 8
-            lanes = _VECTOR_BYTES // element_bytes
-            vector = ir.VectorType(element, lanes)
+        def pointer(arr):
+            return builder.bitcast(builder.gep(arr.data, [args[3]]), vector.as_pointer())
 
-            def pointer(arr):
-                return builder.bitcast(builder.gep(arr.data, [args[3]]), vector.as_pointer())
+        bits = builder.load(pointer(x_arr), align=element_bytes)
+        values = builder.load(pointer(v_arr), align=element_bytes)
+        limits = simd.broadcast(builder, context.cast(builder, args[4], signature.args[4],
+                                                      signature.args[2].dtype), lanes)
+        zero = ir.Constant(vector, None)
+        positive = builder.and_(builder.icmp_unsigned("!=", bits, zero),
+                                builder.icmp_unsigned("<=", bits, limits))
+        store = builder.store(builder.select(positive, values, zero), pointer(o_arr), align=_VECTOR_BYTES)
+        simd.mark_nontemporal(builder, store)
+        return context.get_dummy_value()
 
-            bits = builder.load(pointer(x_arr), align=element_bytes)
-            values = builder.load(pointer(v_arr), align=element_bytes)
-            limits = simd.broadcast(builder, context.cast(builder, args[4], signature.args[4],
-                                                          signature.args[2].dtype), lanes)
-            zero = ir.Constant(vector, None)
-            positive = builder.and_(builder.icmp_unsigned("!=", bits, zero),
-                                    builder.icmp_unsigned("<=", bits, limits))
-            store = builder.store(builder.select(positive, values, zero), pointer(o_arr),
-                                  align=_VECTOR_BYTES if nontemporal else element_bytes)
-            if nontemporal:
-                simd.mark_nontemporal(builder, store)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    return select_vector
-
-
-_select_vector = _select_vector_intrinsic(nontemporal=False)
-_select_vector_nontemporal = _select_vector_intrinsic(nontemporal=True)
+    return sig, codegen
 
 
 @njit(inline="always")
 def _select_run(x, value, out, start, stop, limit):
-    for i in range(start, stop):
+    """``out[i] = x[i] > 0 ? value[i] : 0`` for ``start <= i < stop``. LLVM vectorises this
+    loop into a branch-free compare and mask (with random signs a per-element branch mispredicts
+    half the time) when it can see two things: both loads happen whatever the sign (``w`` is
+    read before the select), and no index is negative. A loop over ``range(start, stop)`` may
+    have negative indices, which wrap around, and became vector gathers and scatters, 30x
+    slower; slicing first gives a loop from 0."""
+    x, value, out = x[start:stop], value[start:stop], out[start:stop]
+    for i in range(out.size):
         b = x[i]
-        out[i] = value[i] if (b != 0) & (b <= limit) else 0
-
-
-@njit(inline="always")
-def _select_vectors(x, value, out, start, stop, limit):
-    """``_select_run`` over whole vectors, then element by element for the rest."""
-    lanes = _VECTOR_BYTES // out.itemsize
-    i = start
-    while i + lanes <= stop:
-        _select_vector(x, value, out, i, limit)
-        i += lanes
-    _select_run(x, value, out, i, stop, limit)
+        w = value[i]
+        out[i] = w if (b != 0) & (b <= limit) else 0
 
 
 @njit(cache=True, nogil=True)
@@ -127,22 +138,77 @@ def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit)
         finish(counters)
 
 
-@njit(cache=True, nogil=True)
-def _select_dense(counters, epoch, role, chunks, x, value, out, limit):
-    seen = begin(counters, epoch, role)
+@njit(inline="always")
+def _select_lane_chunks(lane, task, chunks, from_back, x, value, out, limit):
     n = out.size
     while True:
-        chunk = claim(counters)
-        if chunk >= chunks:
-            end(epoch, role, seen)
+        chunk = lane_claim(lane, task, from_back)
+        if chunk < 0:
             return
-        _select_vectors(x, value, out, chunk * n // chunks, (chunk + 1) * n // chunks, limit)
-        finish(counters)
+        _select_run(x, value, out, chunk * n // chunks, (chunk + 1) * n // chunks, limit)
+        lane_finish(lane)
+
+
+@njit(cache=True, nogil=True)
+def _select_dense(lane, entry, helpers, chunks, x, value, out, limit, distinct):
+    """The select of cached data (below the streaming threshold), through the lane
+    (``pool.share_lane``): a helper lingering after the previous call joins within a
+    microsecond, where a queued task reaches it in several, as much as half of a 512 KiB call.
+    ``distinct``: refuse (-1, nothing written) an ``out`` that shares memory with an input."""
+    if distinct and (_overlap(out, x) or _overlap(out, value)):
+        return -1
+    if helpers == 0:
+        _select_run(x, value, out, 0, out.size, limit)
+        return 0
+    arguments = lane[LANE_ARGUMENTS:]
+    arguments[0] = np.int64(x.ctypes.data)
+    arguments[1] = np.int64(value.ctypes.data)
+    arguments[2] = np.int64(out.ctypes.data)
+    arguments[3] = out.size
+    arguments[4] = limit
+    task = lane_publish(lane, entry, chunks, helpers)
+    _select_lane_chunks(lane, task, chunks, False, x, value, out, limit)
+    return 0 if lane_wait(lane) else 1
+
+
+@functools.cache
+def _lane_entry(bits: type) -> int:
+    """The address of ``_select_dense``'s lane entry for elements of unsigned type ``bits``
+    (compiled on the first call that shares such a select)."""
+
+    @cfunc(types.void(types.CPointer(types.int64), types.int64), cache=True, nogil=True)
+    def select_lane_entry(lane_address, task):
+        lane = carray(lane_address, (LANE_ARGUMENTS + 5,))
+        if not lane_join(lane):
+            return
+        arguments = lane[LANE_ARGUMENTS:]
+        n = arguments[3]
+        x = carray(pointer_to(arguments[0], bits), (n,))
+        value = carray(pointer_to(arguments[1], bits), (n,))
+        out = carray(pointer_to(arguments[2], bits), (n,))
+        _select_lane_chunks(lane, task, lane_chunks(lane), True, x, value, out, bits(arguments[4]))
+
+    return select_lane_entry.address
 
 
 @njit(cache=True, nogil=True)
 def _select_alone(x, value, out, limit):
-    _select_vectors(x, value, out, 0, out.size, limit)
+    _select_run(x, value, out, 0, out.size, limit)
+
+
+@njit(cache=True, nogil=True)
+def _select_small(x, value, out):
+    """The select over three 1-D unit-stride arrays of one dtype (float16 as uint16 bits), on the
+    calling thread, for calls small enough that Python's share of them matters: the bits views
+    and the aliasing check are made here, not in Python. Returns False, having written nothing,
+    when ``out`` shares memory with ``x`` or ``value``."""
+    x, limit = _as_bits(x)
+    value, _ = _as_bits(value)
+    out, _ = _as_bits(out)
+    if _overlap(out, x) or _overlap(out, value):
+        return False
+    _select_run(x, value, out, 0, out.size, limit)
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -204,11 +270,18 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
           o_buf, o_off, np.array(o_st, dtype=np.int64) // elem, limit)
 
 
-def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
+def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> bool:
     """``select_positive`` for three C-contiguous arrays of one dtype and shape, ``out``
-    element-aligned (``relu._dense_arguments``): one dense run, with no layout to work out."""
+    element-aligned (``relu._dense_arguments``): one dense run, with no layout to work out.
+    Returns False, having written nothing, when ``out`` shares memory with ``x`` or ``value``."""
+    if 3 * out.nbytes < INLINE_BYTES:
+        x, value, out = x.ravel(), value.ravel(), out.ravel()  # one kernel per dtype, not per rank
+        if x.dtype == np.float16:
+            x, value, out = x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
+        return _select_small(x, value, out)
     bits, limit = _BITS_AND_LIMIT[x.dtype]
-    _select_dense_run(x.reshape(-1).view(bits), value.reshape(-1).view(bits), out.reshape(-1).view(bits), limit)
+    return _select_dense_run(x.ravel().view(bits), value.ravel().view(bits), out.ravel().view(bits), limit,
+                             distinct=True)
 
 
 def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> str:
@@ -220,14 +293,19 @@ def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> st
     return ""
 
 
-def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, limit) -> None:
-    """The select over three 1-D unit-stride views of unsigned bits."""
+def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, limit, distinct: bool = False) -> bool:
+    """The select over three 1-D unit-stride views of unsigned bits. ``distinct``: refuse an
+    ``out`` that shares memory with an input (return False, nothing written)."""
     moved = 3 * out.nbytes
+    streaming = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % out.itemsize == 0
+    if moved >= INLINE_BYTES and not streaming:  # the lane's kernel checks ``distinct`` itself
+        return share_lane(_select_dense, functools.partial(_lane_entry, out.dtype.type), max(1, out.size // _DENSE_JOB),
+                          moved, x, value, out, limit, distinct, wake_bytes=_WAKE_HELPERS_BYTES)
+    if distinct and (np.may_share_memory(out, x) or np.may_share_memory(out, value)):
+        return False
     if moved < INLINE_BYTES:
         _select_alone(x, value, out, limit)  # without the pool's bookkeeping: small calls are all overhead
-    elif out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % out.itemsize == 0:
+    else:
         vectors = out.nbytes // _VECTOR_BYTES
         share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x, value, out, limit)
-    else:
-        share(_select_dense, max(1, out.size // _DENSE_JOB), moved, x, value, out, limit,
-              wake_bytes=_WAKE_HELPERS_BYTES)
+    return True
