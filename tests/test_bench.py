@@ -299,7 +299,7 @@ def test_avx2_tier_worker_generates_avx2_code(tmp_path):
     probe = ("import numpy as np, gradops\n"
              "from gradops._fast import relu\n"
              "gradops.relu_grad(np.ones(64, np.float32), np.ones(64, np.float32), backend='fast')\n"
-             "kernel = relu._select_small\n"
+             "kernel = relu._select_alone\n"
              "asm = kernel.inspect_asm(kernel.signatures[0])\n"
              "print('zmm' in asm, 'ymm' in asm)\n")
     env = worker_env("gradops", "avx2") | {"NUMBA_CACHE_DIR": str(tmp_path)}

@@ -55,7 +55,7 @@ def test_a_first_call_logs_each_kernel_it_compiles_and_a_later_process_loads_the
     assert first.returncode == 0, first.stderr
     assert first.stdout.split("\n")[0] == "[5.0, 0.0, 0.0, 0.0]"
     assert compile_lines(first.stderr) == [
-        "gradops: compiling relu kernel select_small for float32 (first use; cached afterwards)"]
+        "gradops: compiling relu kernel select_alone for float32 (first use; cached afterwards)"]
     second = run_python(FIRST_CALL, env)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
@@ -127,7 +127,7 @@ def test_a_read_only_install_caches_in_the_user_cache_directory(tmp_path):
         assert run.stdout.split("\n")[0] == "[5.0, 0.0, 0.0, 0.0]"
     assert len(compile_lines(runs[0].stderr)) == 1
     assert compile_lines(runs[1].stderr) == []  # loaded from the user cache
-    assert list((user_cache / "numba").rglob("relu._select_small-*.nbi"))
+    assert list((user_cache / "numba").rglob("relu._select_alone-*.nbi"))
     assert not list(package_root.rglob("*.nbi"))
 
 

@@ -134,22 +134,21 @@ def test_a_call_too_small_to_wait_for_helpers_wakes_them_for_the_next(monkeypatc
     started = []
     monkeypatch.setattr(pool, "_start_helpers", lambda count, kernel, args, **_: started.append((count, kernel)))
     n = 1 << 16
-    x = np.arange(n, dtype=np.uint32) - np.uint32(n // 2)
-    value = np.arange(n, dtype=np.uint32)
-    out = np.zeros(n, np.uint32)
+    x = np.arange(n, dtype=np.int32) - np.int32(n // 2)
+    value = np.arange(n, dtype=np.int32)
+    out = np.zeros(n, np.int32)
     mid, wake = 3 * pool.INLINE_BYTES, 16 * pool.INLINE_BYTES
-    limit = np.uint32(0x7FFFFFFF)
-    entry = lambda: relu._lane_entry(np.uint32)  # noqa: E731
-    assert pool.share_lane(relu._select_dense, entry, 8, mid, x, value, out, limit, True, wake_bytes=wake)
+    entry = relu._LANE_ENTRIES[out.dtype]
+    assert pool.share_lane(relu._select_dense, entry, 8, mid, x, value, out, True, wake_bytes=wake)
     assert started == [(1, pool._linger)]  # woken, not waited for
-    np.testing.assert_array_equal(out, np.where((x != 0) & (x <= limit), value, 0))
+    np.testing.assert_array_equal(out, np.where(x > 0, value, 0))
     assert pool.thread_budget(8, mid, wake) == 2  # the next call shares
     started.clear()
-    pool.share_lane(relu._select_dense, entry, 8, pool.INLINE_BYTES - 1, x, value, out, limit, True, wake_bytes=wake)
-    pool.share_lane(relu._select_dense, entry, 1, mid, x, value, out, limit, True, wake_bytes=wake)
+    pool.share_lane(relu._select_dense, entry, 8, pool.INLINE_BYTES - 1, x, value, out, True, wake_bytes=wake)
+    pool.share_lane(relu._select_dense, entry, 1, mid, x, value, out, True, wake_bytes=wake)
     assert started == []  # below INLINE_BYTES, or one work item: nobody to share with
     # A kernel that refuses its arguments (here: out is x) writes nothing and wakes nobody.
-    assert not pool.share_lane(relu._select_dense, entry, 8, mid, x, value, x, limit, True, wake_bytes=wake)
+    assert not pool.share_lane(relu._select_dense, entry, 8, mid, x, value, x, True, wake_bytes=wake)
     assert started == []
 
 

@@ -113,10 +113,13 @@ def _select_run(x, value, out, start, stop, limit):
 
 
 @njit(cache=True, nogil=True)
-def _select_dense_streaming(counters, epoch, role, chunks, x, value, out, limit):
+def _select_dense_streaming(counters, epoch, role, chunks, x, value, out):
     """Whole vectors written with non-temporal stores, ``_STREAMING_CHUNK_VECTORS`` per job; the
     unaligned head and the tail go with the first and last job. A store fence ends each chunk."""
     seen = begin(counters, epoch, role)
+    x, limit = _as_bits(x)
+    value, _ = _as_bits(value)
+    out, _ = _as_bits(out)
     n = out.size
     lanes = _VECTOR_BYTES // out.itemsize
     head = min(n, (_VECTOR_BYTES - out.ctypes.data % _VECTOR_BYTES) % _VECTOR_BYTES // out.itemsize)
@@ -150,11 +153,14 @@ def _select_lane_chunks(lane, task, chunks, from_back, x, value, out, limit):
 
 
 @njit(cache=True, nogil=True)
-def _select_dense(lane, entry, helpers, chunks, x, value, out, limit, distinct):
+def _select_dense(lane, entry, helpers, chunks, x, value, out, distinct):
     """The select of cached data (below the streaming threshold), through the lane
     (``pool.share_lane``): a helper lingering after the previous call joins within a
     microsecond, where a queued task reaches it in several, as much as half of a 512 KiB call.
     ``distinct``: refuse (-1, nothing written) an ``out`` that shares memory with an input."""
+    x, limit = _as_bits(x)
+    value, _ = _as_bits(value)
+    out, _ = _as_bits(out)
     if distinct and (_overlap(out, x) or _overlap(out, value)):
         return -1
     if helpers == 0:
@@ -192,20 +198,14 @@ def _lane_entry(bits: type) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _select_alone(x, value, out, limit):
-    _select_run(x, value, out, 0, out.size, limit)
-
-
-@njit(cache=True, nogil=True)
-def _select_small(x, value, out):
-    """The select over three 1-D unit-stride arrays of one dtype (float16 as uint16 bits), on the
-    calling thread, for calls small enough that Python's share of them matters: the bits views
-    and the aliasing check are made here, not in Python. Returns False, having written nothing,
-    when ``out`` shares memory with ``x`` or ``value``."""
+def _select_alone(x, value, out, distinct):
+    """The select on the calling thread, for calls small enough that Python's share of them
+    matters: the bits views and the aliasing check are made here, not in Python. ``distinct``:
+    refuse (False, nothing written) an ``out`` that shares memory with ``x`` or ``value``."""
     x, limit = _as_bits(x)
     value, _ = _as_bits(value)
     out, _ = _as_bits(out)
-    if _overlap(out, x) or _overlap(out, value):
+    if distinct and (_overlap(out, x) or _overlap(out, value)):
         return False
     _select_run(x, value, out, 0, out.size, limit)
     return True
@@ -244,15 +244,15 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         select_positive(x, value, staged)
         np.copyto(out, staged)
         return
-    bits, limit = _BITS_AND_LIMIT[x.dtype]
     order = _common_dense_order(x, value, out)
     if order:
         # The common case, checked first because small calls are dominated by Python: all three
         # are one dense run in the same memory order, so their flat views line up (``ravel`` of
         # a contiguous array is a view, and the cheapest one NumPy makes).
-        _select_dense_run(x.ravel(order).view(bits), value.ravel(order).view(bits), out.ravel(order).view(bits),
-                          limit)
+        _select_dense_run(*_kernel_views(x.ravel(order), value.ravel(order), out.ravel(order)))
         return
+    dtype = x.dtype
+    bits, limit = _BITS_AND_LIMIT[dtype]
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)
     x_buf, x_off, _ = flat_view(x)
     v_buf, v_off, _ = flat_view(value)
@@ -262,7 +262,7 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
     if len(shape) == 1 and o_st == x_st == v_st == (elem,):
         # Dense in the same memory order after all (channels_last, say): the buffers line up
         # element for element from their lowest addresses.
-        _select_dense_run(x_buf, v_buf, o_buf, limit)
+        _select_dense_run(*_kernel_views(x_buf.view(dtype), v_buf.view(dtype), o_buf.view(dtype)))
         return
     share(_select_strided, math.prod(shape[:-1]), 3 * out.nbytes, np.array(shape, dtype=np.int64),
           x_buf, x_off, np.array(x_st, dtype=np.int64) // elem,
@@ -274,14 +274,21 @@ def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> bool:
     """``select_positive`` for three C-contiguous arrays of one dtype and shape, ``out``
     element-aligned (``relu._dense_arguments``): one dense run, with no layout to work out.
     Returns False, having written nothing, when ``out`` shares memory with ``x`` or ``value``."""
+    # ravel: the cheapest view NumPy makes (40 ns), and one kernel per dtype, not per rank
+    x, value, out = x.ravel(), value.ravel(), out.ravel()
+    if x.dtype.char == "e":  # as _kernel_views, written out: a 16 KiB call is 2 us in all
+        x, value, out = x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
     if 3 * out.nbytes < INLINE_BYTES:
-        x, value, out = x.ravel(), value.ravel(), out.ravel()  # one kernel per dtype, not per rank
-        if x.dtype == np.float16:
-            x, value, out = x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
-        return _select_small(x, value, out)
-    bits, limit = _BITS_AND_LIMIT[x.dtype]
-    return _select_dense_run(x.ravel().view(bits), value.ravel().view(bits), out.ravel().view(bits), limit,
-                             distinct=True)
+        return _select_alone(x, value, out, True)
+    return _select_dense_run(x, value, out, distinct=True)
+
+
+def _kernel_views(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays as the kernels take them: float16 as its uint16 bits (numba has no float16
+    arrays), any other type as it is (the kernels view it as bits, ``_as_bits``)."""
+    if x.dtype.char == "e":
+        return x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
+    return x, value, out
 
 
 def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> str:
@@ -293,19 +300,23 @@ def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> st
     return ""
 
 
-def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, limit, distinct: bool = False) -> bool:
-    """The select over three 1-D unit-stride views of unsigned bits. ``distinct``: refuse an
+def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, distinct: bool = False) -> bool:
+    """The select over three 1-D unit-stride arrays (``_kernel_views``). ``distinct``: refuse an
     ``out`` that shares memory with an input (return False, nothing written)."""
     moved = 3 * out.nbytes
-    streaming = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and out.ctypes.data % out.itemsize == 0
-    if moved >= INLINE_BYTES and not streaming:  # the lane's kernel checks ``distinct`` itself
-        return share_lane(_select_dense, functools.partial(_lane_entry, out.dtype.type), max(1, out.size // _DENSE_JOB),
-                          moved, x, value, out, limit, distinct, wake_bytes=_WAKE_HELPERS_BYTES)
+    if moved < INLINE_BYTES:  # without the pool's bookkeeping: small calls are all overhead
+        return _select_alone(x, value, out, distinct)
+    if out.nbytes < simd.STREAMING_THRESHOLD_BYTES or out.ctypes.data % out.itemsize:
+        return share_lane(_select_dense, _LANE_ENTRIES[out.dtype], max(1, out.size // _DENSE_JOB), moved,
+                          x, value, out, distinct, wake_bytes=_WAKE_HELPERS_BYTES)
     if distinct and (np.may_share_memory(out, x) or np.may_share_memory(out, value)):
         return False
-    if moved < INLINE_BYTES:
-        _select_alone(x, value, out, limit)  # without the pool's bookkeeping: small calls are all overhead
-    else:
-        vectors = out.nbytes // _VECTOR_BYTES
-        share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x, value, out, limit)
+    vectors = out.nbytes // _VECTOR_BYTES
+    share(_select_dense_streaming, -(-vectors // _STREAMING_CHUNK_VECTORS), moved, x, value, out)
     return True
+
+
+# Per kernel element type (``_kernel_views``): the address of its lane entry, compiled on first use.
+_LANE_ENTRIES = {np.dtype(kind): functools.partial(_lane_entry, bits) for kind, bits in
+                 ((np.float32, np.uint32), (np.int32, np.uint32), (np.uint16, np.uint16), (np.int16, np.uint16),
+                  (np.int8, np.uint8))}
