@@ -392,3 +392,18 @@ def test_ab_inprocess_times_the_base_package_it_is_given(tmp_path):
                               "--rounds", "1", "--calls", "1", "A1"], capture_output=True, text=True, timeout=300)
     assert printed.returncode == 0, printed.stderr
     assert "same bits: False" in printed.stdout
+
+
+def test_the_full_sweep_runs_every_size():
+    """``gradops bench --suite sweep`` runs 16 KiB to 256 MiB (it ran the four sizes ``--quick``
+    keeps, up to 1 MiB, until 2026-11-26); ``--only`` and the workers take every id."""
+    import argparse
+
+    from gradops.bench.cli import add_arguments, selected_workloads
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    full = selected_workloads(parser.parse_args(["--suite", "sweep"]))
+    assert len(full) == 32 and full[-4:] == ("SR256M", "SN256M", "SL256M", "SD256M")
+    assert selected_workloads(parser.parse_args(["--suite", "sweep", "--quick"]))[-1] == "SD1M"
+    assert selected_workloads(parser.parse_args(["--only", "SD256M", "A1"])) == ("SD256M", "A1")

@@ -49,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(numba codegen for znver3, PyTorch/oneDNN/XLA capped at AVX2)")
 
 
+def selected_workloads(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ids to run: ``--only``'s, else the suite's (``--quick`` keeps the sweep's four smallest
+    sizes; without it the sweep goes to 256 MiB)."""
+    from .suite import suite
+
+    return tuple(args.only) if args.only else tuple(suite(quick=args.quick, name=args.suite))
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -56,14 +64,13 @@ def main(args: argparse.Namespace) -> int:
     from .orchestrate import Options, run_suite
     from .report import chart, markdown, notes, sweep_chart, tables
     from .runners import PEERS
-    from .suite import suite
 
     if args.reps < 1:
         raise GradopsError("--reps", f"expected at least 1, got {args.reps}")
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 2)
     if rounds < 1:
         raise GradopsError("--rounds", f"expected at least 1, got {rounds}")
-    options = Options(workloads=args.only or tuple(suite(quick=True, name=args.suite)),
+    options = Options(workloads=selected_workloads(args),
                       peers=list(PEERS) if args.peers is None else list(dict.fromkeys(args.peers)),
                       reps=args.reps, rounds=rounds, quick=args.quick, timeout_s=args.timeout,
                       tier=resolve_tier(args.isa))

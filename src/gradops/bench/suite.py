@@ -162,4 +162,4 @@ def all_workloads(quick: bool = False) -> dict[str, Workload]:
     return {w.id: w for make in SUITES.values() for w in make(quick)}
 
 
-WORKLOAD_IDS: tuple[str, ...] = tuple(all_workloads(quick=True))
+WORKLOAD_IDS: tuple[str, ...] = tuple(all_workloads())
