@@ -44,9 +44,9 @@ def test_simd_rows_match_planar_bits(k, dil, c, w):
     """Channels-last rows wide enough for the SIMD blocks (8 positions x 16 lanes, filter rows of
     3 or 5 sharing their loads, a masked channel tail of 4; C*M = 128 staged at a padded pitch;
     interiors of 12 and 13 positions, whose 3-tap rows end with a block of 4; rows of 7, 14, 21
-    and 28 positions, whose 3-tap rows go in blocks of 7; 3x3 filters over C*M = 32 and 64: in
-    3-tap rows (dy rows of 32 read in place, with the prefetch) or, dilated, with the 9 taps'
-    weights in registers (``_taps9_2x2``)) against the
+    and 28 positions, whose 3-tap rows go in blocks of 7; 3x3 filters over C*M = 32 and 64, whose
+    9 taps keep their weights in registers: filter rows sharing their loads (``_taps9_rows``; dy
+    rows of 32 read in place, with the prefetch) or, dilated, not (``_taps9_2x2``)) against the
     planar (NCHW) kernels, written independently: one summation order, so the same bits."""
     case = dict(n=1, h=12, w=w, c=c, m=2, fh=k, fw=k, stride=(1, 1), dil=(dil, dil),
                 pad=((k - 1) * dil // 2, (k - 1) * dil // 2), oh=12, ow=w)

@@ -195,6 +195,23 @@ def _filter_rows_pattern(size: int, rows: int, ascending: bool):
 
 
 @pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("n_pos", [3, 8, 11])
+def test_nine_taps_in_filter_rows(ascending, n_pos):
+    """A 3x3 filter of dilation 1 (``rows._taps9_rows_for``): each row's 4 source positions
+    serve two outputs; the even part of the positions."""
+    from gradops._fast.depthwise.rows import _taps9_rows_for
+
+    dtype = np.float32
+    width = 2 * simd.VECTOR_BYTES // 4
+    acc, step, pitch, src, so, wt, taps = _segment(np.random.default_rng(n_pos), dtype, 9, width, n_pos,
+                                                   _filter_rows_pattern(3, 3, ascending))
+    done = _taps9_rows_for(ascending)(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, np.zeros(4, np.int64),
+                                      True, False, src, 0, 0)
+    assert done == n_pos // 2 * 2
+    _check_segment(acc, done, step, pitch, src, so, wt, taps, 9, width, dtype)
+
+
+@pytest.mark.parametrize("ascending", [True, False])
 @pytest.mark.parametrize("size, n_pos, tail", [(3, 4, 0), (3, 12, 5), (3, 14, 0), (5, 21, 3), (5, 13, 0),
                                                (7, 8, 0), (7, 19, 2)])
 def test_filter_row_driver(ascending, size, n_pos, tail):

@@ -45,17 +45,17 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
 
 @pytest.mark.parametrize("filter_rows, fw, stride, dil, width, dtype, expected", [
     (3, 3, 1, 1, 24, np.float32, (3, False)),  # not a whole number of vector pairs (16 or 8 lanes)
-    (3, 3, 1, 1, 32, np.float32, (3, False)),  # 9 taps in whole rows of 3: the 3-tap rows, not nine
-    (3, 3, 1, 1, 64, np.float32, (3, False)),  # 256 bytes
+    (3, 3, 1, 1, 32, np.float32, (3, True)),
+    (3, 3, 1, 1, 64, np.float32, (3, True)),  # 256 bytes
     (3, 3, 1, 1, 96, np.float32, (3, False)),  # 384 bytes
-    (3, 3, 1, 1, 16, np.float64, (3, False)),
+    (3, 3, 1, 1, 16, np.float64, (3, False)),  # float64: never (compile time, see plan._tap_paths)
     (3, 3, 1, 1, 12, np.float64, (3, False)),
     (3, 3, 1, 1, 7, np.float32, (0, False)),  # narrower than a vector
     (3, 3, 2, 1, 32, np.float32, (0, False)),  # filter rows of 2 and 1 taps per residue plane
-    (5, 5, 2, 1, 32, np.float32, (3, False)),  # rows of 3 and 2 taps; 5 x 3 taps
-    (5, 5, 1, 1, 64, np.float32, (5, False)),  # corners of 3 x 3 taps: rows of 3
+    (5, 5, 2, 1, 32, np.float32, (3, True)),  # rows of 3 and 2 taps; 5 x 3 taps
+    (5, 5, 1, 1, 64, np.float32, (5, True)),  # corners of 3 x 3 taps
     (3, 3, 1, 2, 32, np.float32, (0, True)),  # dilated: no filter row reads consecutive positions
-    (3, 3, 2, 2, 32, np.float32, (3, False)),  # ... unless the dilation divides the stride
+    (3, 3, 2, 2, 32, np.float32, (3, True)),  # ... unless the dilation divides the stride
     (1, 6, 1, 1, 32, np.float32, (5, False)),
     (2, 3, 1, 1, 32, np.float32, (3, False)),
 ])
@@ -63,7 +63,7 @@ def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
     """Which tap paths a channels-last call's kernel compiles (issue 23, cold start), derived by
     hand, the same on both vector widths: filter rows of 3 and 5 taps, 7 on AVX-512 targets only;
     9 taps with their weights in registers for rows of at most 256 bytes of whole pairs of
-    vectors."""
+    vectors of 4-byte sums."""
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == expected
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
 
@@ -240,7 +240,8 @@ def test_pair_sums_dx_rows(monkeypatch, dtype):
 def test_prefetched_staged_rows(seed, dtype, h, w, c, k, mult, on_each_thread_count):
     """The layouts of D4 and D7 at a size where every fast path of theirs runs: a dy of 16 MiB of
     staged rows (float16 ones converted to float32), the next row requested a share per block of
-    ``_taps_rows`` (5- and 3-tap filter rows), dx streamed: M = 2 sums added as they are written, or float16 rows rounded by
+    ``_taps_rows`` (5-tap filter rows) or per part of ``_taps9_rows`` (3x3, C = 32: the weights in
+    registers), dx streamed: M = 2 sums added as they are written, or float16 rows rounded by
     ``_stream_row``. Bit for bit the documented order (float32 sums for float16, rounded once), on
     1 and 2 threads."""
     rng = np.random.default_rng(seed)

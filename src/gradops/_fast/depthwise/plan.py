@@ -47,11 +47,15 @@ _CHUNKS = 64
 _CHUNK_POSITIONS = 256
 _MIN_CHUNKS = 8
 _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps to prefetch
+# ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
+# prefetch the newest row (the others were read for the previous output row).
+_PREFETCH_AHEAD_BYTES = 8192
 # Forward and backprop input request the next staged x / dy row from a source at least this large
 # (smaller ones are mostly in the caches) while the current output row is summed, in equal shares
-# over the blocks of ``_taps_rows`` (the CPU does not keep one burst of line prefetches in
-# flight), else at once.
+# over the blocks of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of
+# ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
+_NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
 # ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
 _WEIGHTS_IN_REGISTERS_BYTES = 256
@@ -167,9 +171,7 @@ def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int,
     """Which channels-last tap paths a forward or backprop-input call may take (``planes.
     _fill_plane_blocked``), so that its kernel compiles those and no others: ``longest_row``, the
     largest of ``_ROW_SIZES`` that a residue plane's filter rows can have (0: none), and ``nine``,
-    whether a segment can have 9 taps that keep their weights in registers (``rows._taps9_2x2``),
-    only where no row path applies: 9 taps in whole rows of 3 go to the 3-tap rows, which were as
-    fast (docs/performance.md) and spare the call a second 9-tap path to compile. ``filter_rows``: the
+    whether a segment can have 9 taps that keep their weights in registers. ``filter_rows``: the
     most filter rows that reach one output row. A residue plane holds ``_taps_per_plane`` taps of
     a filter row, which read consecutive positions when the dilation divides the stride; segments
     at the edges hold fewer taps. Rows narrower
@@ -181,8 +183,10 @@ def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int,
         return 0, False
     row_taps = _taps_per_plane(fw, stride_w, dil_w)
     longest_row = max((size for size in _ROW_SIZES if size <= row_taps), default=0) if stride_w % dil_w == 0 else 0
-    nine = longest_row == 0 and filter_rows * row_taps >= 9 and width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES \
-        and width % (2 * lanes) == 0
+    # float64 rows take their 9 taps in the 3-tap rows: a first float64 call compiled both 9-tap
+    # paths for 10.2-10.3 CPU s, over issue 23's 10 s (8.3-8.9 without); no suite has float64.
+    nine = (itemsize <= 4 and filter_rows * row_taps >= 9 and width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
+            and width % (2 * lanes) == 0)
     return longest_row, nine
 
 

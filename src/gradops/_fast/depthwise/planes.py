@@ -26,7 +26,7 @@ from numba.extending import overload
 from .. import row_njit, simd
 from ..numba_internals import NO_REFCOUNT
 from .plan import _WEIGHTS_IN_REGISTERS_BYTES
-from .rows import _filter_rows, _taps9_2x2, _taps_rows_for
+from .rows import _filter_rows, _taps9_2x2, _taps9_rows_for, _taps_rows_for
 from .taps import _scaled1, _scaled4, _taps_blocked
 
 
@@ -74,14 +74,15 @@ def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap
                               stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
     """``_fill_plane_blocked`` for one set of tap paths: a segment whose taps come in filter rows
     of a size up to ``longest_row`` (``rows._filter_rows``, in the call's direction) goes to that
-    size's row function, 9 taps whose weights fit in registers (``nine``, planned only where no
-    row size applies) to ``_taps9_2x2``, and what they leave to ``_taps_blocked``. A segment the set rules out gets the
+    size's row function, 9 taps whose weights fit in registers (``nine``) to ``_taps9_rows`` or
+    ``_taps9_2x2``, and what they leave to ``_taps_blocked``. A segment the set rules out gets the
     same bits from ``_taps_blocked``; only the paths the set allows are compiled."""
     paths = (longest_row, nine, ascending)
     if not all(isinstance(path, types.Literal) for path in paths):
         return None
     longest, nine_taps, up = (path.literal_value for path in paths)  # nine: 0 or 1
     rows3, rows5, rows7 = (_taps_rows_for(size, up) for size in (3, 5, 7))
+    taps9_rows = _taps9_rows_for(up)
     sign = 1 if up else -1
 
     def fill(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch, stream,
@@ -106,7 +107,11 @@ def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap
             if size <= 0 or size > longest:  # the row paths spread the request over their work
                 simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
             if nine_taps and count == 9 and fits_nine:
-                done = _taps9_2x2(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, stream)
+                if longest >= 3 and size == 3:
+                    done = taps9_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, shifted, prefetch,
+                                      stream, ahead_src, ahead, ahead_n)
+                elif longest == 0:
+                    done = _taps9_2x2(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, stream)
             elif longest >= 3 and size == 3:
                 done = rows3(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
                              stream, ahead_src, ahead, ahead_n)

@@ -1,24 +1,23 @@
-"""Tap paths for whole filter rows and dilated 3x3 filters, channels-last: the taps of one filter
-row of dilation 1 read consecutive positions, so neighbouring outputs share their source vectors,
-and the 9 taps of a dilated 3x3 filter keep their weights in registers (SPEC 5.4; the same
-products and additions in the same order as ``taps._taps_blocked``, so the same bits).
+"""Tap paths for 3x3 filters and whole filter rows, channels-last: the taps of one filter row of
+dilation 1 read consecutive positions, so neighbouring outputs share their source vectors, and 9
+taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
+order as ``taps._taps_blocked``, so the same bits).
 
 * ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, 8 positions at a time, then 4
   (3-tap rows); 3- and 5-tap rows 7 at a time for rows of 7k positions. The blocks are the
   generated microkernels (``row_template.py``, ``row_microkernels_*.py``) that
   ``selection.ROW_KERNELS`` chooses.
-* ``_taps9_2x2``: the 9 taps of a 3x3 filter whose rows are not whole filter rows (a dilation
-  that the stride does not absorb) over rows of at most ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all
-  18 weight vectors of a pair of k vectors in registers and go 2 positions at a time. Whole
-  filter rows of 3x3 filters take ``_taps_rows_for(3, ...)``: the same speed, and one tap path
-  less to compile (``plan._tap_paths``).
+* ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
+  ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
+  and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
+  rows, each row's 4 source positions loaded once for two outputs (``_window_2x2``).
 
 Each row size and direction is a function of its own, made by a cached factory: a call compiles
 the ones its plan may use (``plan._tap_paths``) and no others (issue 23, cold start).
 
 Each returns how many positions it computed; ``planes._fill_plane_blocked`` sends the rest to
 ``taps._taps_blocked``. Rows read in place from memory are prefetched ahead
-(``_PREFETCH_POSITIONS``), and the dy row the next output row stages
+(``_PREFETCH_POSITIONS``, ``_PREFETCH_AHEAD_BYTES``), and the dy row the next output row stages
 is requested a share at a time while this one is summed (``_PREFETCH_STAGED_BYTES``).
 """
 
@@ -31,9 +30,15 @@ from numba import njit
 from .. import row_njit, simd
 from ..target import codegen_target
 from .codecs import _put
-from .plan import _PREFETCH_POSITIONS
+from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
 from .selection import ROW_KERNELS, row_microkernel, tier
 from .taps import _channel_tail
+
+
+@njit(inline="always")
+def _run3(b, v0, v1, v2, w0, w1, w2):
+    """``((b + v0*w0) + v1*w1) + v2*w2``: three taps of one filter row, in order."""
+    return simd.muladd(simd.muladd(simd.muladd(b, v0, w0), v1, w1), v2, w2)
 
 
 @njit(inline="always")
@@ -195,3 +200,83 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
             _put(acc, o + step + lanes, c1, stream)
             q += 2
     return n_pos // 2 * 2
+
+
+@njit(inline="always")
+def _window_2x2(b0, c0, b1, c1, src, p, pitch, lanes, w0, v0, w1, v1, w2, v2, ascending):
+    """One filter row of 3 taps reading consecutive positions, for positions q, q + 1 x vectors
+    j, j + lanes: the 4 source positions from ``p`` (the lowest one read) are loaded once and
+    serve the 6 (position, tap) products of each vector, added in tap order."""
+    x0, y0 = simd.load(src, p), simd.load(src, p + lanes)
+    x1, y1 = simd.load(src, p + pitch), simd.load(src, p + pitch + lanes)
+    x2, y2 = simd.load(src, p + 2 * pitch), simd.load(src, p + 2 * pitch + lanes)
+    x3, y3 = simd.load(src, p + 3 * pitch), simd.load(src, p + 3 * pitch + lanes)
+    if ascending:  # tap i reads position + i
+        return (_run3(b0, x0, x1, x2, w0, w1, w2), _run3(c0, y0, y1, y2, v0, v1, v2),
+                _run3(b1, x1, x2, x3, w0, w1, w2), _run3(c1, y1, y2, y3, v0, v1, v2))
+    # tap i reads position + 2 - i (the adjoint walks the filter row backwards)
+    return (_run3(b0, x2, x1, x0, w0, w1, w2), _run3(c0, y2, y1, y0, v0, v1, v2),
+            _run3(b1, x3, x2, x1, w0, w1, w2), _run3(c1, y3, y2, y1, v0, v1, v2))
+
+
+@njit(inline="always")
+def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascending, prefetch, stream):
+    """Positions q, q + 1, ... < ``stop`` of ``_taps9_rows`` two at a time for vectors j, j + lanes;
+    ``low``: the lowest position each filter row reads, ``w`` / ``v``: the 9 weight vectors of
+    each vector."""
+    line = simd.LINE_BYTES // src.itemsize
+    # The row that is new for this output row: the last filter row forward, the first adjoint.
+    ahead = (low[2] if ascending else low[0]) + _PREFETCH_AHEAD_BYTES // src.itemsize
+    while q + 2 <= stop:
+        p = q * pitch + j
+        if prefetch:  # a hint: no fault past the end of src
+            for e in range(ahead + p, ahead + p + 2 * pitch, line):
+                simd.prefetch(src, e)
+        b0 = simd.zeros(acc)
+        c0 = b1 = c1 = b0
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[0] + p, pitch, lanes, w[0], v[0], w[1], v[1], w[2],
+                                     v[2], ascending)
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[1] + p, pitch, lanes, w[3], v[3], w[4], v[4], w[5],
+                                     v[5], ascending)
+        b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[2] + p, pitch, lanes, w[6], v[6], w[7], v[7], w[8],
+                                     v[8], ascending)
+        o = a0 + q * step + j
+        _put(acc, o, b0, stream)
+        _put(acc, o + lanes, c0, stream)
+        _put(acc, o + step, b1, stream)
+        _put(acc, o + step + lanes, c1, stream)
+        q += 2
+
+
+@functools.cache
+def _taps9_rows_for(ascending: bool):
+    """``_taps9_rows`` for filter rows read in one direction (as ``_taps_rows_for``)."""
+
+    @row_njit
+    def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, low, prefetch, stream, ahead_src, ahead,
+                    ahead_n):
+        """``_taps9_2x2`` for a 3x3 filter of dilation 1 (``_filter_rows`` 3 or -3): each filter
+        row's 3 taps read 4 consecutive positions for two outputs, so 4 loads serve 6 products
+        instead of 6. ``prefetch``: the rows are read in place, so the newest one (which comes from
+        memory; the older ones were read for the previous output row) is requested
+        ``_PREFETCH_AHEAD_BYTES`` ahead; past its end, that is the start of the row that is new for
+        the next output row: with fewer loads, rows from memory would wait on it.
+        ``ahead_src[ahead : ahead + ahead_n]`` (the dy row the next output row stages) is requested
+        a share per ``_NINE_POSITIONS`` positions, between the position loops: inside them the
+        request slowed the loops down (they keep 30 of the 32 vector registers busy)."""
+        lanes = simd.lanes(acc)
+        _lowest_positions(low, so, 9, 3 if ascending else -3, 0, pitch)
+        stop = n_pos // 2 * 2
+        parts = -(-stop // _NINE_POSITIONS)
+        share = simd.line_share(ahead_n, parts * (width // (2 * lanes)), simd.LINE_BYTES // ahead_src.itemsize)
+        requested = 0
+        for j in range(0, width, 2 * lanes):
+            w, v = _weights9(wt, taps, j), _weights9(wt, taps, j + lanes)
+            for q in range(0, stop, _NINE_POSITIONS):
+                simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+                requested += share
+                part_stop = min(q + _NINE_POSITIONS, stop)
+                _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, ascending, prefetch, stream)
+        return stop
+
+    return _taps9_rows
