@@ -61,14 +61,18 @@ def _relu_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], objec
 
     x = _array((2, 3, 4, 5), dtype, 1)
     dy = _array((2, 3, 4, 5), dtype, 2)
+    # 1 MiB: a call that shares its work with a helper (the pool's lane and its entry)
+    large_x = _array((2, 8, 128, 512 // np.dtype(dtype).itemsize), dtype, 3)
     if layout == "NHWC":
-        x, dy = _channels_last(x), _channels_last(dy)
+        x, dy, large_x = _channels_last(x), _channels_last(dy), _channels_last(large_x)
     if op == "relu":
         yield lambda: gradops.relu(x, backend="fast")
+        yield lambda: gradops.relu(large_x, out=np.empty_like(large_x), backend="fast")
     else:
         yield lambda: gradops.relu_grad(x, dy, backend="fast")
         broadcast = np.broadcast_to(dy[:1], dy.shape)
         yield lambda: gradops.relu_grad(x, broadcast, backend="fast")
+        yield lambda: gradops.relu_grad(large_x, large_x, backend="fast")
 
 
 def _resample_calls(op: str, dtype: str, layout: str) -> Iterator[Callable[[], object]]:
