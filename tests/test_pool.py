@@ -38,16 +38,11 @@ def _who_claims(counters, epoch, role, chunks, claimed_by, patience):
         finish(counters)
 
 
-def share_with_helper() -> list[int]:
-    """Who claimed each of the two chunks of a task that the helper surely takes part in."""
+def _run(patience: int, moved_bytes: int = _ENOUGH_BYTES) -> np.ndarray:
+    """Who claimed each of the two chunks of a task; the thread that claims chunk 0 waits at most
+    ``patience`` rounds for another to claim chunk 1."""
     claimed_by = np.full(2, -1, np.int64)
-    share(_who_claims, 2, pool.INLINE_BYTES, claimed_by, _PATIENCE)
-    return claimed_by.tolist()
-
-
-def _run(patience: int) -> np.ndarray:
-    claimed_by = np.full(2, -1, np.int64)
-    share(_who_claims, 2, _ENOUGH_BYTES, claimed_by, patience)
+    share(_who_claims, 2, moved_bytes, claimed_by, patience)
     return claimed_by
 
 
@@ -228,13 +223,13 @@ def test_a_lingering_helper_takes_lane_chunks_from_the_back():
     if pool.thread_count() < 2:
         pytest.skip("needs 2 threads")
     _record_claims(pool._epoch, 0, 0, 4, np.zeros(4, np.int64), 0)  # compiles
-    share_with_helper()  # starts the helper (and compiles)
+    _run(_PATIENCE, pool.INLINE_BYTES)  # starts the helper (and compiles)
     rounds = int(pool._epoch[1])
     pool._epoch[1] = 1 << 62  # lingering that never times out, however this process is scheduled
     try:
         # a task the helper has certainly taken (not one so large that the caller's share goes to
         # the proxy thread, which may start after the helper has stopped lingering)
-        assert sorted(share_with_helper()) == [pool.CALLER, pool.HELPER]
+        assert sorted(_run(_PATIENCE, pool.INLINE_BYTES).tolist()) == [pool.CALLER, pool.HELPER]
         for _ in range(3):
             claimed_by = np.full(4, -1, np.int64)
             assert pool.share_lane(_record_claims, lambda: _record_entry.address, 4, _ENOUGH_BYTES, claimed_by,

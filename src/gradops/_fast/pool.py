@@ -131,7 +131,8 @@ def _atomic_store(typingctx, counters, index, value):
 @intrinsic
 def _compare_exchange(typingctx, counters, index, expected, desired):
     """Atomically ``counters[index] = desired`` if it holds ``expected``; returns whether it did."""
-    if not _is_counter(counters, index):
+    if not (_is_counter(counters, index) and isinstance(expected, types.Integer)
+            and isinstance(desired, types.Integer)):
         return None
 
     def codegen(context, builder, signature, args):
@@ -372,10 +373,25 @@ def thread_budget(items: int, moved_bytes: int, wake_bytes: int) -> int:
     """Threads for a call: 1 below ``INLINE_BYTES``, or below ``wake_bytes`` while the helpers
     sleep (a kernel whose work per byte is small, such as a select, does not pay for waking them);
     else up to ``thread_count()``."""
-    awake = time.perf_counter() - _last_helped < _HELPER_SPIN_SECONDS
-    if moved_bytes < (INLINE_BYTES if awake else max(wake_bytes, INLINE_BYTES)):
+    if moved_bytes < (INLINE_BYTES if _helpers_awake() else max(wake_bytes, INLINE_BYTES)):
         return 1
     return min(thread_count(), items)
+
+
+def _helpers_awake() -> bool:
+    """Whether the helpers are still lingering after the last task they took part in."""
+    return time.perf_counter() - _last_helped < _HELPER_SPIN_SECONDS
+
+
+def _wake_for_next_call(threads: int, items: int, moved_bytes: int) -> None:
+    """A call that ran alone (``threads`` 1) with too little work to wait for a sleeping helper,
+    but enough to share with an awake one, wakes the helpers without waiting for them, so that a
+    call that follows closely (a loop over such calls, the next layer) finds them lingering, as
+    OpenMP's spinning threads are."""
+    if threads == 1 and moved_bytes >= INLINE_BYTES:
+        helpers = min(thread_count(), items) - 1
+        if helpers > 0:
+            _wake_helpers(helpers)
 
 
 def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int = INLINE_BYTES) -> None:
@@ -385,13 +401,7 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
     threads = thread_budget(items, moved_bytes, wake_bytes)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
-    if threads == 1 and moved_bytes >= INLINE_BYTES:
-        # Too little work to wait for a sleeping helper, but enough to share with an awake one:
-        # wake the helpers without waiting for them, so that a call that follows closely (a loop
-        # over such calls, the next layer) finds them lingering, as OpenMP's spinning threads are.
-        helpers = min(thread_count(), items) - 1
-        if helpers > 0:
-            _wake_helpers(helpers)
+    _wake_for_next_call(threads, items, moved_bytes)
     if threads > 1:
         # What the caller's ``begin`` will announce (if another thread's call announces first, a
         # helper merely stops lingering early).
@@ -427,7 +437,7 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
     global _last_helped
     threads = thread_budget(items, moved_bytes, wake_bytes)
     if threads > 1 and _lane_lock.acquire(blocking=False):
-        if time.perf_counter() - _last_helped > _HELPER_SPIN_SECONDS:
+        if not _helpers_awake():
             _wake_helpers(threads - 1)  # they join this task if they come in time, else the next
         try:
             chunks = min(items, threads * _CHUNKS_PER_THREAD, LANE_MAX_CHUNKS)
@@ -444,10 +454,7 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
         return status >= 0
     if kernel(_epoch, 0, 0, 1, *args) < 0:
         return False
-    if moved_bytes >= INLINE_BYTES and threads == 1:
-        helpers = min(thread_count(), items) - 1
-        if helpers > 0:
-            _wake_helpers(helpers)
+    _wake_for_next_call(threads, items, moved_bytes)
     return True
 
 

@@ -29,27 +29,35 @@ _BITS_AND_LIMIT = {
 }
 
 
-def _as_bits(array):
-    """``(bits, limit)``: a 1-D unit-stride array's elements as unsigned bits, and the largest bit
-    pattern of its dtype that compares > 0. float16 arrives as its uint16 bits (numba has no
-    float16 arrays); uint16 means float16 here."""
+def _kernel_dtype(dtype: np.dtype) -> np.dtype:
+    """The type a kernel takes an array of ``dtype`` as (``_kernel_views``)."""
+    return np.dtype(np.uint16) if dtype == np.float16 else dtype
+
+
+def _as_bits(x, value, out):
+    """``(x, value, out, limit)``: three 1-D unit-stride arrays of one type as unsigned bits, and
+    the largest bit pattern of that type that compares > 0. float16 arrives as its uint16 bits
+    (numba has no float16 arrays); uint16 means float16 here."""
     raise NotImplementedError
 
 
 @overload(_as_bits)
-def _as_bits_for(array):
-    dtype = np.dtype(np.float16) if array.dtype == types.uint16 else np.dtype(str(array.dtype))
-    bits, limit = _BITS_AND_LIMIT[dtype]
+def _as_bits_for(x, value, out):
+    kind = next(dtype for dtype in _BITS_AND_LIMIT if _kernel_dtype(dtype) == np.dtype(str(x.dtype)))
+    bits, limit = _BITS_AND_LIMIT[kind]
 
-    def as_bits(array):
-        return array.view(bits), limit
+    def as_bits(x, value, out):
+        return x.view(bits), value.view(bits), out.view(bits), limit
     return as_bits
 
 
 @njit(inline="always")
-def _overlap(a, b):
-    """Whether two contiguous runs share a byte (they overlap exactly when their address ranges do)."""
-    return a.ctypes.data < b.ctypes.data + b.nbytes and b.ctypes.data < a.ctypes.data + a.nbytes
+def _overlaps(out, x, value):
+    """Whether ``out`` shares a byte with ``x`` or ``value``: contiguous runs overlap exactly when
+    their address ranges do."""
+    start, stop = out.ctypes.data, out.ctypes.data + out.nbytes
+    return (start < x.ctypes.data + x.nbytes and x.ctypes.data < stop
+            or start < value.ctypes.data + value.nbytes and value.ctypes.data < stop)
 
 
 # Streaming stores (``simd.STREAMING_THRESHOLD_BYTES``): reading two arrays and writing one moves
@@ -117,9 +125,7 @@ def _select_dense_streaming(counters, epoch, role, chunks, x, value, out):
     """Whole vectors written with non-temporal stores, ``_STREAMING_CHUNK_VECTORS`` per job; the
     unaligned head and the tail go with the first and last job. A store fence ends each chunk."""
     seen = begin(counters, epoch, role)
-    x, limit = _as_bits(x)
-    value, _ = _as_bits(value)
-    out, _ = _as_bits(out)
+    x, value, out, limit = _as_bits(x, value, out)
     n = out.size
     lanes = _VECTOR_BYTES // out.itemsize
     head = min(n, (_VECTOR_BYTES - out.ctypes.data % _VECTOR_BYTES) % _VECTOR_BYTES // out.itemsize)
@@ -141,6 +147,11 @@ def _select_dense_streaming(counters, epoch, role, chunks, x, value, out):
         finish(counters)
 
 
+# A select task's words in the lane, from ``LANE_ARGUMENTS`` on (``_select_dense`` writes them,
+# its lane entry reads them): the three arrays' addresses, their length, the type's limit.
+_X, _VALUE, _OUT, _SIZE, _LIMIT = range(5)
+
+
 @njit(inline="always")
 def _select_lane_chunks(lane, task, chunks, from_back, x, value, out, limit):
     n = out.size
@@ -158,20 +169,18 @@ def _select_dense(lane, entry, helpers, chunks, x, value, out, distinct):
     (``pool.share_lane``): a helper lingering after the previous call joins within a
     microsecond, where a queued task reaches it in several, as much as half of a 512 KiB call.
     ``distinct``: refuse (-1, nothing written) an ``out`` that shares memory with an input."""
-    x, limit = _as_bits(x)
-    value, _ = _as_bits(value)
-    out, _ = _as_bits(out)
-    if distinct and (_overlap(out, x) or _overlap(out, value)):
+    x, value, out, limit = _as_bits(x, value, out)
+    if distinct and _overlaps(out, x, value):
         return -1
     if helpers == 0:
         _select_run(x, value, out, 0, out.size, limit)
         return 0
     arguments = lane[LANE_ARGUMENTS:]
-    arguments[0] = np.int64(x.ctypes.data)
-    arguments[1] = np.int64(value.ctypes.data)
-    arguments[2] = np.int64(out.ctypes.data)
-    arguments[3] = out.size
-    arguments[4] = limit
+    arguments[_X] = np.int64(x.ctypes.data)
+    arguments[_VALUE] = np.int64(value.ctypes.data)
+    arguments[_OUT] = np.int64(out.ctypes.data)
+    arguments[_SIZE] = out.size
+    arguments[_LIMIT] = limit
     task = lane_publish(lane, entry, chunks, helpers)
     _select_lane_chunks(lane, task, chunks, False, x, value, out, limit)
     return 0 if lane_wait(lane) else 1
@@ -184,15 +193,15 @@ def _lane_entry(bits: type) -> int:
 
     @cfunc(types.void(types.CPointer(types.int64), types.int64), cache=True, nogil=True)
     def select_lane_entry(lane_address, task):
-        lane = carray(lane_address, (LANE_ARGUMENTS + 5,))
+        lane = carray(lane_address, (LANE_ARGUMENTS + _LIMIT + 1,))
         if not lane_join(lane):
             return
         arguments = lane[LANE_ARGUMENTS:]
-        n = arguments[3]
-        x = carray(pointer_to(arguments[0], bits), (n,))
-        value = carray(pointer_to(arguments[1], bits), (n,))
-        out = carray(pointer_to(arguments[2], bits), (n,))
-        _select_lane_chunks(lane, task, lane_chunks(lane), True, x, value, out, bits(arguments[4]))
+        n = arguments[_SIZE]
+        x = carray(pointer_to(arguments[_X], bits), (n,))
+        value = carray(pointer_to(arguments[_VALUE], bits), (n,))
+        out = carray(pointer_to(arguments[_OUT], bits), (n,))
+        _select_lane_chunks(lane, task, lane_chunks(lane), True, x, value, out, bits(arguments[_LIMIT]))
 
     return select_lane_entry.address
 
@@ -202,10 +211,8 @@ def _select_alone(x, value, out, distinct):
     """The select on the calling thread, for calls small enough that Python's share of them
     matters: the bits views and the aliasing check are made here, not in Python. ``distinct``:
     refuse (False, nothing written) an ``out`` that shares memory with ``x`` or ``value``."""
-    x, limit = _as_bits(x)
-    value, _ = _as_bits(value)
-    out, _ = _as_bits(out)
-    if distinct and (_overlap(out, x) or _overlap(out, value)):
+    x, value, out, limit = _as_bits(x, value, out)
+    if distinct and _overlaps(out, x, value):
         return False
     _select_run(x, value, out, 0, out.size, limit)
     return True
@@ -276,7 +283,8 @@ def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> bool:
     Returns False, having written nothing, when ``out`` shares memory with ``x`` or ``value``."""
     # ravel: the cheapest view NumPy makes (40 ns), and one kernel per dtype, not per rank
     x, value, out = x.ravel(), value.ravel(), out.ravel()
-    if x.dtype.char == "e":  # as _kernel_views, written out: a 16 KiB call is 2 us in all
+    # _kernel_views and _select_dense_run's small branch, written out: a 16 KiB call is 2 us in all
+    if x.dtype.char == "e":
         x, value, out = x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
     if 3 * out.nbytes < INLINE_BYTES:
         return _select_alone(x, value, out, True)
@@ -317,6 +325,5 @@ def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, distinc
 
 
 # Per kernel element type (``_kernel_views``): the address of its lane entry, compiled on first use.
-_LANE_ENTRIES = {np.dtype(kind): functools.partial(_lane_entry, bits) for kind, bits in
-                 ((np.float32, np.uint32), (np.int32, np.uint32), (np.uint16, np.uint16), (np.int16, np.uint16),
-                  (np.int8, np.uint8))}
+_LANE_ENTRIES = {_kernel_dtype(dtype): functools.partial(_lane_entry, bits)
+                 for dtype, (bits, _) in _BITS_AND_LIMIT.items()}

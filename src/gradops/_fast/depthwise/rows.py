@@ -167,6 +167,15 @@ def _weights9(wt, taps, j):
             simd.load(wt, taps[6] + j), simd.load(wt, taps[7] + j), simd.load(wt, taps[8] + j))
 
 
+@njit(inline="always")
+def _put_2x2(acc, o, step, lanes, b0, c0, b1, c1, stream):
+    """The sums of positions q, q + 1 (``step`` apart, from ``o``) x vectors j, j + lanes."""
+    _put(acc, o, b0, stream)
+    _put(acc, o + lanes, c0, stream)
+    _put(acc, o + step, b1, stream)
+    _put(acc, o + step + lanes, c1, stream)
+
+
 @row_njit
 def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
     """``_taps_blocked`` for exactly 9 taps and ``width`` a multiple of two vectors, with the
@@ -193,11 +202,7 @@ def _taps9_2x2(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, stream):
             b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s6 + p, pitch, lanes, w6, v6)
             b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s7 + p, pitch, lanes, w7, v7)
             b0, c0, b1, c1 = _tap_2x2(b0, c0, b1, c1, src, s8 + p, pitch, lanes, w8, v8)
-            o = a0 + q * step + j
-            _put(acc, o, b0, stream)
-            _put(acc, o + lanes, c0, stream)
-            _put(acc, o + step, b1, stream)
-            _put(acc, o + step + lanes, c1, stream)
+            _put_2x2(acc, a0 + q * step + j, step, lanes, b0, c0, b1, c1, stream)
             q += 2
     return n_pos // 2 * 2
 
@@ -240,11 +245,7 @@ def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascendin
                                      v[5], ascending)
         b0, c0, b1, c1 = _window_2x2(b0, c0, b1, c1, src, low[2] + p, pitch, lanes, w[6], v[6], w[7], v[7], w[8],
                                      v[8], ascending)
-        o = a0 + q * step + j
-        _put(acc, o, b0, stream)
-        _put(acc, o + lanes, c0, stream)
-        _put(acc, o + step, b1, stream)
-        _put(acc, o + step + lanes, c1, stream)
+        _put_2x2(acc, a0 + q * step + j, step, lanes, b0, c0, b1, c1, stream)
         q += 2
 
 
