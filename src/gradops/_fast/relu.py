@@ -34,6 +34,10 @@ def _kernel_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.uint16) if dtype == np.float16 else dtype
 
 
+# ``_BITS_AND_LIMIT`` keyed by the type the kernels see (``_as_bits``, ``_LANE_ENTRIES``).
+_KERNEL_BITS_AND_LIMIT = {_kernel_dtype(dtype): bits_and_limit for dtype, bits_and_limit in _BITS_AND_LIMIT.items()}
+
+
 def _as_bits(x, value, out):
     """``(x, value, out, limit)``: three 1-D unit-stride arrays of one type as unsigned bits, and
     the largest bit pattern of that type that compares > 0. float16 arrives as its uint16 bits
@@ -43,8 +47,7 @@ def _as_bits(x, value, out):
 
 @overload(_as_bits)
 def _as_bits_for(x, value, out):
-    kind = next(dtype for dtype in _BITS_AND_LIMIT if _kernel_dtype(dtype) == np.dtype(str(x.dtype)))
-    bits, limit = _BITS_AND_LIMIT[kind]
+    bits, limit = _KERNEL_BITS_AND_LIMIT[np.dtype(str(x.dtype))]
 
     def as_bits(x, value, out):
         return x.view(bits), value.view(bits), out.view(bits), limit
@@ -325,5 +328,4 @@ def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, distinc
 
 
 # Per kernel element type (``_kernel_views``): the address of its lane entry, compiled on first use.
-_LANE_ENTRIES = {_kernel_dtype(dtype): functools.partial(_lane_entry, bits)
-                 for dtype, (bits, _) in _BITS_AND_LIMIT.items()}
+_LANE_ENTRIES = {dtype: functools.partial(_lane_entry, bits) for dtype, (bits, _) in _KERNEL_BITS_AND_LIMIT.items()}
