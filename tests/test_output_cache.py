@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 
 import gradops
 from gradops import _output_cache
@@ -65,15 +66,39 @@ def test_outputs_are_ordinary_writeable_arrays():
     result[...] = 1  # the caller owns it
 
 
-def test_cache_can_be_disabled_and_is_bounded(monkeypatch):
-    monkeypatch.setenv("GRADOPS_OUTPUT_CACHE_MB", "0")
+@pytest.fixture
+def cache_limit(monkeypatch):
+    """Sets ``GRADOPS_OUTPUT_CACHE_MB`` as a new process would see it (it is read once)."""
+    def set_limit(megabytes: str) -> None:
+        monkeypatch.setenv("GRADOPS_OUTPUT_CACHE_MB", megabytes)
+        _output_cache._limit_bytes.cache_clear()
+    yield set_limit
+    monkeypatch.undo()
+    _output_cache._limit_bytes.cache_clear()
+
+
+def test_cache_can_be_disabled_and_is_bounded(cache_limit):
+    cache_limit("0")
     x, dy = _big_pair(3)
     assert gradops.relu_grad(x, dy).base is None  # plain np.empty
-    monkeypatch.setenv("GRADOPS_OUTPUT_CACHE_MB", "3")
+    cache_limit("3")
     results = [gradops.relu_grad(x, dy) for _ in range(4)]  # 4 x 2 MiB released at once
     del results
     gc.collect()
     assert _output_cache._CACHE.free_bytes <= 3 << 20
+
+
+def test_a_reused_buffer_keeps_its_aligned_address():
+    x, dy = _big_pair(6)
+    first = gradops.relu_grad(x, dy)
+    address = first.ctypes.data
+    del first
+    gc.collect()
+    again = gradops.relu_grad(x, dy)
+    assert again.ctypes.data == address and address % 64 == 0
+    np.testing.assert_array_equal(again, np.where(x > 0, dy, 0))
+    half = _output_cache.empty_output((1024, 512), np.dtype(np.float16))  # 1 MiB: pooled, another dtype
+    assert half.dtype == np.float16 and half.ctypes.data % 64 == 0 and half.flags.writeable
 
 
 def _memory_order(array: np.ndarray) -> list[int]:

@@ -60,6 +60,10 @@ def memory_limit_bytes() -> int:
         return physical
 
 
+# The largest byte count NumPy can address (np.iinfo costs a microsecond per call).
+_MAX_ADDRESSABLE_BYTES = int(np.iinfo(np.intp).max)
+
+
 def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
@@ -71,7 +75,7 @@ def check_output_size(field: str, shape: Sequence[int], itemsize: int, *, workin
     are), exceed :func:`memory_limit_bytes`: the one place that sizes a result before anything
     is allocated."""
     elements = math.prod(shape)
-    if elements * itemsize > np.iinfo(np.intp).max and _WHOLE_SIZES_CHECKED.get():
+    if elements * itemsize > _MAX_ADDRESSABLE_BYTES and _WHOLE_SIZES_CHECKED.get():
         raise ShapeError(field, f"expected an output NumPy can address, got {elements} elements of "
                          f"{itemsize} bytes (shape {tuple(shape)})")
     require_memory(field, elements * itemsize + working_bytes,

@@ -12,7 +12,12 @@ fast backend's helper threads get :func:`lent` views of them, which do not keep 
 a helper lingers for the next task with its last task's arguments (``_fast/pool.py``), and were
 those real views, back-to-back calls would take turns between two buffers (D3, whose dy and
 two dx buffers exceed the 32 MiB L3, took 1.55 ms fresh against 1.42 ms with ``out=``).
-At most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes (default 1024) are kept; 0 disables the cache.
+At most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes (default 1024, read once, when the first large
+output is made) are kept; 0 disables the cache.
+
+Handing out a cached buffer costs Python only, and a memory-bound call of a few MiB takes about
+100 us: so the buffers keep their aligned addresses, and the array interface of each dtype is
+made once (``ctypes.data`` and ``dtype.descr`` cost microseconds per call).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,6 +34,7 @@ MIN_POOLED_BYTES = 1 << 20  # smaller outputs come from malloc, which is fast fo
 _ALIGNMENT = 64
 
 
+@cache
 def _limit_bytes() -> int:
     try:
         return max(0, int(os.environ.get("GRADOPS_OUTPUT_CACHE_MB", "1024"))) << 20
@@ -39,29 +45,30 @@ def _limit_bytes() -> int:
 class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.free: list[np.ndarray] = []  # raw uint8 buffers, most recently released last
+        # (raw uint8 buffer, its first address on a line), most recently released last
+        self.free: list[tuple[np.ndarray, int]] = []
         self.free_bytes = 0
 
-    def take(self, nbytes: int) -> np.ndarray | None:
+    def take(self, nbytes: int) -> tuple[np.ndarray, int] | None:
         """The smallest free buffer holding ``nbytes`` without wasting more than half of it, the
         most recently released of those (its lines are the likeliest to be in the cache)."""
         with self.lock:
-            fits = [i for i, raw in enumerate(self.free) if nbytes <= raw.size <= 2 * nbytes + _ALIGNMENT]
+            fits = [i for i, (raw, _) in enumerate(self.free) if nbytes <= raw.size <= 2 * nbytes + _ALIGNMENT]
             if not fits:
                 return None
-            raw = self.free.pop(min(fits, key=lambda i: (self.free[i].size, -i)))
-            self.free_bytes -= raw.size
-            return raw
+            block = self.free.pop(min(fits, key=lambda i: (self.free[i][0].size, -i)))
+            self.free_bytes -= block[0].size
+            return block
 
-    def give_back(self, raw: np.ndarray) -> None:
+    def give_back(self, raw: np.ndarray, address: int) -> None:
         limit = _limit_bytes()
         with self.lock:
             if raw.size > limit:
                 return
-            self.free.append(raw)
+            self.free.append((raw, address))
             self.free_bytes += raw.size
             while self.free_bytes > limit:  # forget the least recently released
-                self.free_bytes -= self.free.pop(0).size
+                self.free_bytes -= self.free.pop(0)[0].size
 
 
 _CACHE = _Cache()
@@ -71,17 +78,18 @@ class _Block:
     """Owner of one cached buffer, exposed through ``__array_interface__`` so that NumPy keeps it
     as the ``base`` of every view; when the last view dies, the buffer goes back to the cache."""
 
-    def __init__(self, raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.raw = raw
-        address = raw.ctypes.data
-        start = (-address) % _ALIGNMENT
-        self.__array_interface__: dict[str, Any] = {
-            "version": 3, "shape": shape, "typestr": dtype.str, "descr": dtype.descr,
-            "data": (address + start, False), "strides": None,
-        }
+    def __init__(self, raw: np.ndarray, address: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.raw, self.address = raw, address
+        self.__array_interface__: dict[str, Any] = {**_interface_of(dtype), "shape": shape, "data": (address, False)}
 
     def __del__(self) -> None:
-        _CACHE.give_back(self.raw)
+        _CACHE.give_back(self.raw, self.address)
+
+
+@lru_cache(maxsize=None)
+def _interface_of(dtype: np.dtype) -> dict[str, Any]:
+    """The array interface's entries that only ``dtype`` decides (C order: no strides)."""
+    return {"version": 3, "typestr": dtype.str, "descr": dtype.descr, "strides": None}
 
 
 class _Borrowed:
@@ -138,8 +146,10 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0:
         return np.empty(shape, dtype)
-    raw = _CACHE.take(nbytes + _ALIGNMENT)
-    if raw is None:
+    block = _CACHE.take(nbytes + _ALIGNMENT)
+    if block is None:
         raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
+        address = raw.ctypes.data
+        block = raw, address + (-address) % _ALIGNMENT
     # the array interface spells an ml_dtypes type (bfloat16) as raw bytes ("|V2"): view it back
-    return np.asarray(_Block(raw, shape, dtype)).view(dtype)
+    return np.asarray(_Block(*block, shape, dtype)).view(dtype)
