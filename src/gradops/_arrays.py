@@ -45,6 +45,10 @@ def blockwise_validation() -> Iterator[None]:
         _WHOLE_SIZES_CHECKED.reset(token)
 
 
+# The largest byte count NumPy can address (np.iinfo costs a microsecond per call).
+_MAX_ADDRESSABLE_BYTES = int(np.iinfo(np.intp).max)
+
+
 @cache
 def memory_limit_bytes() -> int:
     """The most bytes one call may need: the machine's physical memory, or less with
@@ -53,15 +57,11 @@ def memory_limit_bytes() -> int:
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
-        physical = np.iinfo(np.intp).max
+        physical = _MAX_ADDRESSABLE_BYTES
     try:
         return min(physical, int(os.environ["GRADOPS_MEMORY_LIMIT_MB"]) << 20)
     except (KeyError, ValueError):
         return physical
-
-
-# The largest byte count NumPy can address (np.iinfo costs a microsecond per call).
-_MAX_ADDRESSABLE_BYTES = int(np.iinfo(np.intp).max)
 
 
 def _gib(nbytes: int) -> str:

@@ -86,7 +86,7 @@ class _Block:
         _CACHE.give_back(self.raw, self.address)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _interface_of(dtype: np.dtype) -> dict[str, Any]:
     """The array interface's entries that only ``dtype`` decides (C order: no strides)."""
     return {"version": 3, "typestr": dtype.str, "descr": dtype.descr, "strides": None}
