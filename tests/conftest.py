@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The tests of the kernels must run the kernels: a first call compiles in the test's process (and
+# in the subprocesses tests start) instead of answering in NumPy meanwhile (gradops._fast.first_calls,
+# which tests/test_first_calls.py tests in its default mode).
+os.environ["GRADOPS_FIRST_CALLS"] = "compile"
 
 BACKENDS = ("reference", "fast")
 

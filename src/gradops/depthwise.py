@@ -246,7 +246,10 @@ class _DepthwiseDesc:
         elif a.size == 0 or b.size == 0:
             compute = zeros_run  # a sum over no taps (e.g. a 0-size filter or an empty out_backprop), as TF
         elif backend == "fast":
-            compute = getattr(fast_module("depthwise"), kernel).prepare(a, b, self._kernel_out(out), *args)
+            # while a kernel it needs compiles, the call runs its sums in NumPy (same bits; first_calls)
+            fast = fast_module("depthwise")
+            compute = fast.first_calls.gated(getattr(fast, kernel).prepare(a, b, self._kernel_out(out), *args),
+                                             partial(fast.ordered_run, kernel, args))
         else:
             # float64 copies of the operands, the accumulator and one tap's products
             nbytes = 8 * (2 * (a.size + b.size) + 3 * out.size)

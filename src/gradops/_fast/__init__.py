@@ -57,6 +57,7 @@ from numba import types
 from numba.core import event
 
 from .numba_internals import row_njit  # noqa: F401 (for the kernel modules)
+from .first_calls import before_compile
 from .numba_internals import add_cache_locators, unique_symbols_across_processes
 
 log = logging.getLogger("gradops")
@@ -80,9 +81,10 @@ def _kernel_dtype(args: tuple) -> str:
 
 class _CompileLog(event.Listener):
     """Logs one INFO line before numba compiles a kernel (issue 23, cold start: a first call must
-    not look like a hang). numba raises ``numba:compile`` only on a miss of both the in-process
-    overloads and the disk cache, and once per callee as well: only the outermost compile of a
-    thread is logged, which is the kernel a call dispatched."""
+    not look like a hang), unless ``first_calls`` refuses the compile first. numba raises
+    ``numba:compile`` only on a miss of both the in-process overloads and the disk cache, and
+    once per callee as well: only the outermost compile of a thread is logged, which is the
+    kernel a call dispatched."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -90,8 +92,11 @@ class _CompileLog(event.Listener):
     def on_start(self, ev: event.Event) -> None:
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
-        function = ev.data["dispatcher"].py_func
+        dispatcher = ev.data["dispatcher"]
+        function = dispatcher.py_func
         if depth == 0 and _is_kernel(function):
+            self._local.start = None
+            before_compile(dispatcher, ev.data["args"])  # may refuse: the call runs in NumPy meanwhile
             self._local.start = time.perf_counter()
             # the module under _fast/ (a family's package: its name, not the submodule's)
             family = function.__module__.split("._fast.", 1)[-1].split(".", 1)[0]
@@ -101,7 +106,7 @@ class _CompileLog(event.Listener):
     def on_end(self, ev: event.Event) -> None:
         self._local.depth -= 1
         function = ev.data["dispatcher"].py_func
-        if self._local.depth == 0 and _is_kernel(function):
+        if self._local.depth == 0 and _is_kernel(function) and self._local.start is not None:
             log.debug("compiled %s in %.1f s", function.__qualname__, time.perf_counter() - self._local.start)
 
 

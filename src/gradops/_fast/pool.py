@@ -49,6 +49,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._output_cache import lent
+from .first_calls import KernelNotReady, thread_state
 from .numba_internals import native_thread_count
 
 # Chunks of work items per thread, claimed dynamically: enough to even out items of unequal cost
@@ -363,9 +364,13 @@ def _calibrate_linger() -> int:
 
 
 def _serve(tasks: queue.SimpleQueue) -> None:
+    thread_state.helper = True  # a helper never compiles (first_calls): the calling thread does
     while True:
         kernel, args = tasks.get()  # at once when the kernel's lingering saw the task announced
-        kernel(*args)
+        try:
+            kernel(*args)
+        except KernelNotReady:
+            pass  # refused before it claimed a chunk: the calling thread computes them, or none
         del kernel, args  # the arrays of a finished call must not outlive it
 
 
@@ -474,7 +479,8 @@ def _run_interruptibly(kernel: Callable, counters: np.ndarray, role: int, chunks
     is computing a chunk of it any more, and re-raises."""
     done = threading.Event()
     errors: list[BaseException] = []
-    _proxy().put((kernel, (counters, _epoch, role, chunks, *args), done, errors))
+    _proxy().put((kernel, (counters, _epoch, role, chunks, *args), done, errors,
+                  getattr(thread_state, "gated", False)))
     try:
         done.wait()
     except BaseException:
@@ -513,7 +519,7 @@ def _proxy() -> queue.SimpleQueue:
 
 def _serve_proxy(tasks: queue.SimpleQueue) -> None:
     while True:
-        kernel, args, done, errors = tasks.get()
+        kernel, args, done, errors, thread_state.gated = tasks.get()  # the caller's gate (first_calls)
         try:
             kernel(*args)
         except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread

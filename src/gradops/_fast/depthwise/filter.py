@@ -13,11 +13,11 @@ rows one at a time; narrower rows keep their lanes in memory (``lanes._lane_rows
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 from numba import njit
 
+from ..first_calls import kernel_factory
 from ..pool import begin, claim, end, finish
 from .codecs import _store_one
 from .lanes import _NO_ROW, _add_lanes, _lane_dot, _lane_rows, _lane_rows_in_memory
@@ -25,7 +25,7 @@ from .plan import _LANES
 from .staging import _column_taps, _stage_channels_last, _stage_planar
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def _backprop_filter_kernel_for(path: tuple[bool, bool]):
     """``_backprop_filter_kernel`` for one ``path`` = (planar rows, channels-last lanes in
     registers: rows of at least 16 positions): numba prunes the branches a False flag rules out

@@ -18,12 +18,12 @@ run over a whole block of rows.
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 from numba import njit
 
 from .. import simd
+from ..first_calls import kernel_factory
 from ..pool import begin, claim, end, finish
 from .codecs import _load_run, _store_run
 from .plan import _PREFETCH_STAGED_BYTES
@@ -33,7 +33,7 @@ from .taps import _scaled1, _scaled4
 from .writers import _store_dx_row, _store_planar_dx_row, _stream_row
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
     """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), its tap
     paths (``plan._tap_paths``: longest_row, nine) and the element ``kind`` (``codecs``: float,
@@ -170,7 +170,7 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
 
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
     """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
     stream_rows, not direct_out), its tap paths (``plan._tap_paths``: longest_row, nine) and the
