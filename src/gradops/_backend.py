@@ -12,6 +12,7 @@ import importlib.util
 import os
 from functools import cache
 from types import ModuleType
+from typing import Callable
 
 from .errors import DescriptorError
 
@@ -24,15 +25,23 @@ ENV_VAR = "GRADOPS_BACKEND"
 # 540 ns for ``os.environ.get``, which decodes and encodes on every call: a tenth of a small
 # call's time. Elsewhere (another Python), ``os.environ.get``.
 _ENVIRON = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey(ENV_VAR) if _ENVIRON is not None and hasattr(os.environ, "encodekey") else None
 
 
-def environment_backend() -> str:
-    """``GRADOPS_BACKEND`` as ``os.environ`` has it now, or ``"auto"``."""
-    if _ENV_KEY is None:
-        return os.environ.get(ENV_VAR, "auto")
-    value = _ENVIRON.get(_ENV_KEY)
-    return "auto" if value is None else os.environ.decodevalue(value)
+def environment_reader(name: str, default: str) -> Callable[[], str]:
+    """A function returning the environment variable ``name`` as ``os.environ`` has it at each
+    call, or ``default``: cheap enough for every call of an operator."""
+    if _ENVIRON is None or not hasattr(os.environ, "encodekey"):
+        return lambda: os.environ.get(name, default)
+    key, environ, decode = os.environ.encodekey(name), _ENVIRON, os.environ.decodevalue
+
+    def read() -> str:
+        value = environ.get(key)
+        return default if value is None else decode(value)
+    return read
+
+
+environment_backend = environment_reader(ENV_VAR, "auto")
+environment_backend.__doc__ = """``GRADOPS_BACKEND`` as ``os.environ`` has it now, or ``"auto"``."""
 
 
 @cache

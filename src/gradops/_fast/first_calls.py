@@ -40,6 +40,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from .._backend import environment_reader
+
 log = logging.getLogger("gradops")
 
 MODE_VARIABLE = "GRADOPS_FIRST_CALLS"
@@ -59,10 +61,13 @@ class KernelNotReady(Exception):
 thread_state = threading.local()
 
 
+_read_mode = environment_reader(MODE_VARIABLE, "numpy")
+
+
 def mode() -> str:
     """``GRADOPS_FIRST_CALLS`` as the environment has it now (an unknown value counts as the
     default: this is a performance setting, never a reason to fail a call)."""
-    value = os.environ.get(MODE_VARIABLE, "numpy")
+    value = _read_mode()
     return value if value in MODES else "numpy"
 
 
