@@ -19,6 +19,7 @@ import pytest
 
 from gradops._fast import depthwise as fast
 from gradops._fast import first_calls
+from gradops._fast.depthwise import ordered
 from gradops._fast.depthwise.ordered import ordered_run
 
 from fast_depthwise_cases import BF16, DTYPES, as_layout, bits, empty_like_layout, out_size, random_case
@@ -156,7 +157,8 @@ def test_a_refused_call_runs_the_numpy_tier_and_asks_for_the_kernel(monkeypatch)
         first_calls.before_compile(_Dispatcher(), ("signature",))
         ran.append("kernel")
 
-    run = first_calls.gated(compute, lambda out: out.__setitem__(slice(None), 2))
+    fits = [True]
+    run = first_calls.gated(compute, lambda out: out.__setitem__(slice(None), 2), lambda out: fits[0])
     out = np.zeros(3)
     run(out)
     assert ran == [] and asked == [(_Dispatcher.gradops_recipe, ("signature",))] and list(out) == [2, 2, 2]
@@ -164,6 +166,21 @@ def test_a_refused_call_runs_the_numpy_tier_and_asks_for_the_kernel(monkeypatch)
     monkeypatch.setenv("GRADOPS_FIRST_CALLS", "compile")  # compiles (here: the stand-in runs) instead
     run(out)
     assert ran == ["kernel"] and out[0] == 1
+    # a call too large for the NumPy tier compiles in the calling process, and asks for nothing
+    monkeypatch.setenv("GRADOPS_FIRST_CALLS", "numpy")
+    fits[0], asked[:] = False, []
+    out[:] = 0
+    run(out)
+    assert ran == ["kernel", "kernel"] and asked == [] and out[0] == 1
+
+
+def test_the_numpy_tier_declines_what_would_not_fit_in_half_the_memory_limit(monkeypatch):
+    dy, f = np.empty((1, 64, 64, 32), np.float32), np.empty((3, 3, 32, 2), np.float32)
+    dx = np.empty((1, 64, 64, 32), np.float32)  # the tier: dy, f, 3 x 2 sums per dx element: 3.502 MiB
+    monkeypatch.setattr(ordered, "memory_limit_bytes", lambda: 8 << 20)  # GRADOPS_MEMORY_LIMIT_MB=8
+    assert fast.ordered_fits("backprop_input", dy, f, dx)
+    monkeypatch.setattr(ordered, "memory_limit_bytes", lambda: 7 << 20)
+    assert not fast.ordered_fits("backprop_input", dy, f, dx)
 
 
 def test_a_forked_child_asks_again_for_what_its_parent_was_still_compiling():

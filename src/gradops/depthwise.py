@@ -249,7 +249,8 @@ class _DepthwiseDesc:
             # while a kernel it needs compiles, the call runs its sums in NumPy (same bits; first_calls)
             fast = fast_module("depthwise")
             compute = fast.first_calls.gated(getattr(fast, kernel).prepare(a, b, self._kernel_out(out), *args),
-                                             partial(fast.ordered_run, kernel, args))
+                                             partial(fast.ordered_run, kernel, args),
+                                             partial(fast.ordered_fits, kernel))
         else:
             # float64 copies of the operands, the accumulator and one tap's products
             nbytes = 8 * (2 * (a.size + b.size) + 3 * out.size)

@@ -118,10 +118,13 @@ def before_compile(dispatcher: Any, signature: tuple) -> None:
     raise KernelNotReady(recipe, signature)
 
 
-def gated(compute: Callable[..., None], numpy_tier: Callable[..., None]) -> Callable[..., None]:
+def gated(compute: Callable[..., None], numpy_tier: Callable[..., None],
+          tier_fits: Callable[..., bool]) -> Callable[..., None]:
     """``compute(*arrays)``, or, when it needs a kernel compiled first (and the mode is ``numpy``),
-    ``numpy_tier(*arrays)`` while the kernel compiles in the compile process. ``compute`` may
-    have written part of its output before it met the missing kernel: the tier writes all of it."""
+    ``numpy_tier(*arrays)`` while the kernel compiles in the compile process; but where the tier
+    would need too much memory (``tier_fits(*arrays)`` False), ``compute`` compiles here.
+    ``compute`` may have written part of its output before it met the missing kernel: the tier,
+    or the second ``compute``, writes all of it."""
     def run(*arrays: Any) -> None:
         if mode() != "numpy":
             compute(*arrays)
@@ -132,10 +135,15 @@ def gated(compute: Callable[..., None], numpy_tier: Callable[..., None]) -> Call
             compute(*arrays)
             return
         except KernelNotReady as missing:
-            _compiles.request(missing.recipe, missing.signature)
+            fits = tier_fits(*arrays)
+            if fits:
+                _compiles.request(missing.recipe, missing.signature)
         finally:
             thread_state.gated = outer
-        numpy_tier(*arrays)
+        if fits:
+            numpy_tier(*arrays)
+        else:
+            compute(*arrays)
     return run
 
 

@@ -54,11 +54,11 @@ from ..codecs import FLOAT, HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .call_plans import filter_plan, forward_plan, input_plan
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
-from .ordered import ordered_run
+from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
                    _on_lines, _planar_block_rows, _weights)
 
-__all__ = ["conv_forward", "backprop_input", "backprop_filter", "first_calls", "ordered_run"]
+__all__ = ["conv_forward", "backprop_input", "backprop_filter", "first_calls", "ordered_fits", "ordered_run"]
 
 _REFERENCE_NAMES = {"forward": "conv_forward", "input": "backprop_input", "filter": "backprop_filter"}
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._arrays import memory_limit_bytes
 from ..._depthwise_reference import _taps
 from ..codecs import HALF_KINDS
 from ..half import HARDWARE_HALF
@@ -35,6 +36,20 @@ def ordered_run(kernel: str, attrs: tuple, a: np.ndarray, b: np.ndarray, out: np
     a, b = a.astype(accumulator), b.astype(accumulator)  # exact for every input type
     with np.errstate(all="ignore"):  # inf and NaN are results here, as in the kernels
         out[...] = _encode(_SUMS[kernel](a, b, out.shape, attrs), out.dtype)
+
+
+def ordered_fits(kernel: str, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """Whether :func:`ordered_run`'s arrays (the operands as accumulator floats, the sums and a
+    tap's products, the encoded result) take at most half of ``memory_limit_bytes``: else the
+    call compiles its kernel in the calling process rather than risk running out of memory."""
+    if kernel == "conv_forward":
+        working = out.size  # the sums
+    elif kernel == "backprop_input":
+        working = out.size * b.shape[3]  # a sum per m
+    else:  # x per channel k, and the terms of a dy row
+        working = a.size * (b.shape[3] // a.shape[3]) + out.size * (b.shape[2] + _LANES)
+    size = 8 if out.dtype == np.float64 else 4
+    return (a.size + b.size + 3 * working) * size <= memory_limit_bytes() // 2
 
 
 def _forward(x: np.ndarray, filt: np.ndarray, shape: tuple, attrs: tuple) -> np.ndarray:
