@@ -12,6 +12,11 @@ if it is writable, else the user cache directory (``$XDG_CACHE_HOME/numba``, by 
 where to cache by gradops: setting ``NUMBA_CACHE_DIR`` would move every other numba user's
 cache in the process too, and would do nothing once numba is imported.
 
+First calls: a call whose kernel would compile is answered meanwhile by its family's NumPy tier,
+with the same bits, while a compile process compiles the kernel (``first_calls.py``; the
+depthwise family's tier is ``depthwise/ordered.py``); the listener below is where such a
+compile is refused.
+
 Compile time (a first call from an empty cache; ``gradops examples`` on a fresh machine):
 
 * numba types a call to another jitted function with its literal arguments first, and compiles
