@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import signal
 import struct
 import subprocess
 import sys
 import textwrap
 import threading
-import pickle
+import time
 
 import numpy as np
 import pytest
@@ -189,6 +191,23 @@ def test_a_forked_child_asks_again_for_what_its_parent_was_still_compiling():
     compiles._asked = {3: ("pending", ())}
     compiles.forget_process()
     assert compiles.status() == {("done", ()): "done", ("failed", ()): "failed"} and compiles._process is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_the_compile_process_ends_with_its_parent_even_while_a_fork_of_it_lives(monkeypatch):
+    compiles = first_calls._Compiles()
+    service = compiles._running()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked child
+        compiles.forget_process()  # what os.register_at_fork runs in a child
+        time.sleep(5)
+        os._exit(0)
+    try:
+        service.stdin.close()
+        assert service.wait(timeout=60) == 0
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
 
 
 def test_kernels_are_found_again_from_their_recipes():

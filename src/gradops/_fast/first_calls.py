@@ -191,8 +191,15 @@ class _Compiles:
 
     def forget_process(self) -> None:
         """In a fork's child: the compile process is the parent's, and so are the answers to come;
-        what it was asked and has not answered is asked again."""
+        what it was asked and has not answered is asked again. The child's copies of the pipes
+        are closed (without flushing), so that the compile process still ends with its parent."""
         self._lock = threading.Lock()  # another thread of the parent may have held it
+        if self._process is not None:
+            for stream in (self._process.stdin, self._process.stdout):
+                try:
+                    stream.detach().close()
+                except (OSError, ValueError):
+                    pass
         self._process = None
         self._status = {key: status for key, status in self._status.items() if status != "pending"}
         self._asked = {}
