@@ -75,12 +75,11 @@ def kernel_factory(factory: Callable[..., Any]) -> Callable[..., Any]:
     """A cached kernel factory whose kernels carry their recipe, so that a compile process can
     make the same kernel: ``(module, factory name, arguments)``."""
     @functools.lru_cache(maxsize=None)
+    @functools.wraps(factory)
     def make(*arguments: Any) -> Any:
         kernel = factory(*arguments)
         kernel.gradops_recipe = (factory.__module__, factory.__qualname__, arguments)
         return kernel
-    make.__doc__, make.__name__, make.__qualname__ = factory.__doc__, factory.__name__, factory.__qualname__
-    make.__wrapped__ = factory
     return make
 
 
@@ -134,13 +133,12 @@ def gated(compute: Callable[..., None], numpy_tier: Callable[..., None],
         try:
             compute(*arrays)
             return
-        except KernelNotReady as missing:
-            fits = tier_fits(*arrays)
-            if fits:
-                _compiles.request(missing.recipe, missing.signature)
+        except KernelNotReady as refused:
+            missing = refused
         finally:
             thread_state.gated = outer
-        if fits:
+        if tier_fits(*arrays):
+            _compiles.request(missing.recipe, missing.signature)
             numpy_tier(*arrays)
         else:
             compute(*arrays)

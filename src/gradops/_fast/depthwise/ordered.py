@@ -118,14 +118,14 @@ def _encode(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
     kind = HALF_KINDS.get(dtype)
     if kind is None:
         return sums.astype(dtype)
-    bits = sums.astype(np.float32).view(np.uint32)
+    bits = sums.view(np.uint32)  # float32: the accumulator of both half types
     nan = (bits & 0x7FFFFFFF) > 0x7F800000
     if dtype == np.float16:
         if HARDWARE_HALF:
             nan_bits = ((bits >> 16) & 0x8000) | 0x7E00 | ((bits >> 13) & 0x3FF)
         else:
             nan_bits = ((bits >> 16) & 0x8000) | 0x7E00
-        rounded = sums.astype(np.float32).astype(np.float16).view(np.uint16)
+        rounded = sums.astype(np.float16).view(np.uint16)
     else:
         nan_bits = (bits >> 16) | 0x40
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
