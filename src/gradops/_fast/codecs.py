@@ -41,3 +41,24 @@ def half_codec(element: types.Type, kind: int) -> HalfCodec | None:
     if isinstance(element, types.Float):
         return None
     return HALF_CODECS[kind]
+
+
+def encode_sums(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float32 / float64 sums computed in NumPy (the first calls' tiers, ``first_calls``) as
+    ``dtype``, rounded once to nearest even as the kernels' stores round (``half.py``: hardware
+    float16 keeps a NaN's payload, quietened; bfloat16 likewise)."""
+    kind = HALF_KINDS.get(dtype)
+    if kind is None:
+        return sums.astype(dtype)
+    bits = sums.view(np.uint32)  # float32: the accumulator of both half types
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    if dtype == np.float16:
+        if half.HARDWARE_HALF:
+            nan_bits = ((bits >> 16) & 0x8000) | 0x7E00 | ((bits >> 13) & 0x3FF)
+        else:
+            nan_bits = ((bits >> 16) & 0x8000) | 0x7E00
+        rounded = sums.astype(np.float16).view(np.uint16)
+    else:
+        nan_bits = (bits >> 16) | 0x40
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return np.where(nan, nan_bits, rounded).astype(np.uint16).view(dtype)

@@ -5,8 +5,8 @@ A kernel that is neither in memory nor in the disk cache takes numba seconds to 
 seconds on a slow machine: a first call would look like a hang. So a call that would compile
 (``numba:compile``, which numba raises only on a miss of both) is refused before anything runs
 (:class:`KernelNotReady`), the kernel is handed to a compile process, and the call is answered by
-the family's NumPy tier instead: the same sums in the same order, so the same bits (for the
-depthwise family, ``depthwise/ordered.py``, tested bit for bit against the kernels). A later call
+the family's NumPy tier instead: the same sums in the same order, so the same bits
+(``depthwise/ordered.py``, ``resample/ordered.py``, tested bit for bit against the kernels). A later call
 finds the kernel in the disk cache once the compile process has put it there, and runs it.
 
 ``GRADOPS_FIRST_CALLS``: ``numpy`` (the default) as above; ``compile`` compiles in the calling
@@ -117,31 +117,39 @@ def before_compile(dispatcher: Any, signature: tuple) -> None:
     raise KernelNotReady(recipe, signature)
 
 
+def run_gated(compute: Callable[..., None], arguments: tuple, numpy_tier: Callable[..., None],
+              tier_fits: Callable[..., bool], tier_arguments: tuple) -> None:
+    """``compute(*arguments)``, or, when it needs a kernel compiled first (and the mode is
+    ``numpy``), ``numpy_tier(*tier_arguments)`` while the kernel compiles in the compile process;
+    but where the tier would need too much memory (``tier_fits(*tier_arguments)`` False),
+    ``compute`` compiles here. ``compute`` may have written part of its output before it met the
+    missing kernel: the tier, or the second ``compute``, writes all of it. Nothing is built per
+    call (a small resample call costs tens of microseconds: the gate adds about one)."""
+    if _read_mode() == "compile":  # any other value is the default, numpy
+        compute(*arguments)
+        return
+    state = thread_state
+    outer = getattr(state, "gated", False)
+    state.gated = True
+    try:
+        compute(*arguments)
+        return
+    except KernelNotReady as refused:
+        missing = refused
+    finally:
+        state.gated = outer
+    if tier_fits(*tier_arguments):
+        _compiles.request(missing.recipe, missing.signature)
+        numpy_tier(*tier_arguments)
+    else:
+        compute(*arguments)
+
+
 def gated(compute: Callable[..., None], numpy_tier: Callable[..., None],
           tier_fits: Callable[..., bool]) -> Callable[..., None]:
-    """``compute(*arrays)``, or, when it needs a kernel compiled first (and the mode is ``numpy``),
-    ``numpy_tier(*arrays)`` while the kernel compiles in the compile process; but where the tier
-    would need too much memory (``tier_fits(*arrays)`` False), ``compute`` compiles here.
-    ``compute`` may have written part of its output before it met the missing kernel: the tier,
-    or the second ``compute``, writes all of it."""
+    """A run of ``*arrays`` through :func:`run_gated`, all three functions taking the same arrays."""
     def run(*arrays: Any) -> None:
-        if mode() != "numpy":
-            compute(*arrays)
-            return
-        outer = getattr(thread_state, "gated", False)
-        thread_state.gated = True
-        try:
-            compute(*arrays)
-            return
-        except KernelNotReady as refused:
-            missing = refused
-        finally:
-            thread_state.gated = outer
-        if tier_fits(*arrays):
-            _compiles.request(missing.recipe, missing.signature)
-            numpy_tier(*arrays)
-        else:
-            compute(*arrays)
+        run_gated(compute, arrays, numpy_tier, tier_fits, arrays)
     return run
 
 

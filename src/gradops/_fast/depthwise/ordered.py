@@ -23,8 +23,7 @@ import numpy as np
 
 from ..._arrays import memory_limit_bytes
 from ..._depthwise_reference import _taps
-from ..codecs import HALF_KINDS
-from ..half import HARDWARE_HALF
+from ..codecs import encode_sums
 from .plan import _LANES, _filter_chunks
 
 
@@ -35,7 +34,7 @@ def ordered_run(kernel: str, attrs: tuple, a: np.ndarray, b: np.ndarray, out: np
     accumulator = np.float64 if out.dtype == np.float64 else np.float32
     a, b = a.astype(accumulator), b.astype(accumulator)  # exact for every input type
     with np.errstate(all="ignore"):  # inf and NaN are results here, as in the kernels
-        out[...] = _encode(_SUMS[kernel](a, b, out.shape, attrs), out.dtype)
+        out[...] = encode_sums(_SUMS[kernel](a, b, out.shape, attrs), out.dtype)
 
 
 def ordered_fits(kernel: str, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
@@ -110,23 +109,3 @@ def _backprop_filter(x: np.ndarray, dy: np.ndarray, shape: tuple, attrs: tuple) 
 
 
 _SUMS = {"conv_forward": _forward, "backprop_input": _backprop_input, "backprop_filter": _backprop_filter}
-
-
-def _encode(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """float32 / float64 sums as ``dtype``, rounded once to nearest even as the kernels' stores
-    round (``half.py``: hardware float16 keeps a NaN's payload, quietened; bfloat16 likewise)."""
-    kind = HALF_KINDS.get(dtype)
-    if kind is None:
-        return sums.astype(dtype)
-    bits = sums.view(np.uint32)  # float32: the accumulator of both half types
-    nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    if dtype == np.float16:
-        if HARDWARE_HALF:
-            nan_bits = ((bits >> 16) & 0x8000) | 0x7E00 | ((bits >> 13) & 0x3FF)
-        else:
-            nan_bits = ((bits >> 16) & 0x8000) | 0x7E00
-        rounded = sums.astype(np.float16).view(np.uint16)
-    else:
-        nan_bits = (bits >> 16) | 0x40
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return np.where(nan, nan_bits, rounded).astype(np.uint16).view(dtype)

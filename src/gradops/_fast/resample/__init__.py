@@ -65,7 +65,9 @@ Modules, by layer (docs/architecture.md follows a call through them):
   template (``row_sum_template.py`` writes ``row_sum_microkernels.py``, ``column_template.py``
   writes ``column_microkernels.py``), are chosen by the tables of ``selection.py``;
 * numba plumbing: ``codecs.py`` (float32 / float16 element access overloads); the ``noalias``
-  pipeline is ``_fast/numba_internals.NoAliasCompiler``.
+  pipeline is ``_fast/numba_internals.NoAliasCompiler``;
+* first calls: ``ordered.py``, the kernels' sums in NumPy, which answer a call while its kernel
+  compiles in the compile process (``_fast/first_calls.py``).
 
 This module holds the entry points the rest of gradops calls (``resample_forward``,
 ``resample_backward``); they run the kernels through this module's global ``share``
@@ -77,9 +79,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..._resample_plan import tap_key
+from .. import first_calls
 from ..pool import share
 from ..strided import aligned_input, element_aligned
 from .kernels import _contract_kernel, _select
+from .ordered import ordered_contract, ordered_fits, ordered_select, select_fits
 from .plan import Taps, _axis_order, _contract_plan, _flat, _flat_buffer, _pad, _streams
 from .taps import _is_identity
 
@@ -95,12 +99,15 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tup
         return
     src = aligned_input(src)
     # Everything but the data pointers depends on the geometry only: planned once per geometry.
-    axes, items, src_offset, dst_offset, plan, record, path = _contract_plan(
-        transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
-        key if key is not None else tuple(tap_key(*t) for t in taps))
+    planned = _contract_plan(transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
+                             key if key is not None else tuple(tap_key(*t) for t in taps))
+    axes, items, src_offset, dst_offset, plan, record, path = planned
     dst_buffer = _flat_buffer(dst, axes)
-    share(_contract_kernel(path), items, src.nbytes + dst.nbytes, _flat_buffer(src, axes), src_offset, dst_buffer,
-          dst_offset, record, _streams(dst_buffer, dst_offset, plan.dst_strides, plan.dst_shape))
+    # while the kernel compiles, the call runs its sums in NumPy (same bits; first_calls, ordered.py)
+    first_calls.run_gated(share, (_contract_kernel(path), items, src.nbytes + dst.nbytes, _flat_buffer(src, axes),
+                                  src_offset, dst_buffer, dst_offset, record,
+                                  _streams(dst_buffer, dst_offset, plan.dst_strides, plan.dst_shape)),
+                          ordered_contract, ordered_fits, (src, dst, planned))
 
 
 def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:
@@ -126,7 +133,12 @@ def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
         _select_nearest(x, staged, taps)
         np.copyto(out, staged)
         return
-    x, out, taps = _pad(aligned_input(x), out, taps)
+    x = aligned_input(x)
+    first_calls.run_gated(_share_select, (x, out, taps), ordered_select, select_fits, (x, out, taps))
+
+
+def _share_select(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
+    x, out, taps = _pad(x, out, taps)
     order = _axis_order(out)
     src_buf, src_offset, src_strides = _flat(x.transpose(order), bits=True)
     dst_buf, dst_offset, dst_strides = _flat(out.transpose(order), bits=True)

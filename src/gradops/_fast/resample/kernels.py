@@ -12,12 +12,11 @@ directly (``writers._store_direct``, ``writers._store_pixel_sums``), or the row 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 from numba import njit
 
 from .. import simd
+from ..first_calls import kernel_factory
 from ..numba_internals import NoAliasCompiler
 from ..pool import begin, claim, end, finish
 from .affine import _store_affine
@@ -52,7 +51,7 @@ def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0
 # axes already permuted into the five roles of the package docstring. Both kernels are run by
 # ``pool.share``: each thread claims chunks of work items from ``counters`` until none is left.
 
-@lru_cache(maxsize=None)
+@kernel_factory
 def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
     """``_contract`` for the plans of one ``path`` (``_contract_plan``): each flag says whether a
     branch of the kernel can be taken at all. numba prunes a branch on a constant False before
