@@ -323,6 +323,26 @@ def test_public_gradient_uses_these_kernels(monkeypatch):
     assert_close(dx, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
 
 
+def test_public_forward_calls_say_whether_they_are_selections(monkeypatch):
+    """The plan tells the fast forward op whether every tap is one element at weight 1 (a bit
+    copy): nearest calls, and linear ones whose taps all fall on input elements (scale 1, offsets
+    that cancel); other linear calls are not. With NaN payloads, a selection keeps them."""
+    import gradops
+    from gradops._fast import resample as fast
+
+    said = []
+    forward = fast.resample_forward
+    monkeypatch.setattr(fast, "resample_forward",
+                        lambda *args, **kwargs: (said.append(kwargs["selection"]), forward(*args, **kwargs))[1])
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    x.view(np.uint32)[0, 0, 0, 0] = 0x7FC01234
+    y = gradops.resample1(x, (2, 3, 8, 10), mode="nearest", backend="fast")
+    assert y.view(np.uint32)[0, 0, 0, 0] == 0x7FC01234
+    gradops.resample1(x, (2, 3, 4, 5), mode="linear", backend="fast")
+    gradops.resample1(x, (2, 3, 8, 10), mode="linear", backend="fast")
+    assert said == [True, True, False]
+
+
 def test_contract_plan_of_a_nearest_twofold_gradient():
     """The plan alone, no kernel run: the gradient of nearest 2x upsampling of an NHWC image
     [1, 2, 3, 8] -> [1, 4, 6, 8]. Hand-derived: forward output o reads input o // 2 (weight 1), so

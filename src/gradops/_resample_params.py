@@ -173,15 +173,20 @@ def _offset_convention(value: Any) -> str:
 @dataclass(frozen=True, eq=False)
 class _Plan:
     """A validated call in forward terms: sizes and the per-axis taps of the forward op.
-    ``tap_key``: the taps as bytes, the fast backend's cache key for its kernel tables."""
+    ``tap_key``: the taps as bytes, the fast backend's cache key for its kernel tables;
+    ``selection``: every axis takes one source element at weight 1 (nearest; SPEC 3.3), so the
+    forward op copies bits. Both are worked out once per plan, not per call."""
 
     forward_in: tuple[int, ...]
     forward_out: tuple[int, ...]
     taps: Taps
     tap_key: tuple[tuple[bytes, bytes], ...] = field(init=False)
+    selection: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tap_key", tuple(tap_key(index, weight) for index, weight in self.taps))
+        object.__setattr__(self, "selection", all(bool(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1))
+                                                  for _, weight in self.taps))
 
 
 # Plans of recent NumPy calls, by their exact arguments (with types: True == 1 == 1.0 as dict

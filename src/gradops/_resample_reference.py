@@ -17,7 +17,10 @@ def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *,
     """Run the forward op (``out = J source``) or its adjoint (``out = J^T source``)."""
     if backend == "fast":
         fast = fast_module("resample")
-        (fast.resample_backward if gradient else fast.resample_forward)(source, out, plan.taps, key=plan.tap_key)
+        if gradient:
+            fast.resample_backward(source, out, plan.taps, key=plan.tap_key)
+        else:
+            fast.resample_forward(source, out, plan.taps, key=plan.tap_key, selection=plan.selection)
     else:
         # float64 intermediates: the source's copy, and at most two arrays and a contribution of
         # the larger of source and result alive per axis step

@@ -110,12 +110,16 @@ def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tup
                           ordered_contract, ordered_fits, (src, dst, planned))
 
 
-def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:
+def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None,
+                     selection: bool | None = None) -> None:
     """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
     (SPEC 3.3/3.4), ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``: rank 1..4,
     float32 or float16 (the same), any strides; ``out`` must not overlap ``x``. ``key``: the taps
-    as bytes (``tap_key`` of each), if the caller keeps them."""
-    if all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps):
+    as bytes (``tap_key`` of each), and ``selection``: whether every tap is one element at weight
+    1 (then the bits are copied), if the caller keeps them (``_Plan``); else worked out here."""
+    if selection is None:
+        selection = all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps)
+    if selection:
         _select_nearest(x, out, taps)
         return
     _run(x, out, taps, False, key)
