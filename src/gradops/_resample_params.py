@@ -229,8 +229,9 @@ def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], na
 
 
 def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,
-                itemsize: int, *, mode: Any, rounding_direction: Any = None, scales: Any = None, input_pixel_offsets: Any = None,
-                output_pixel_offsets: Any = None, offset_convention: Any = "per-tensor") -> _Plan:
+                itemsize: int, *, mode: Any, rounding_direction: Any = None, scales: Any = None,
+                input_pixel_offsets: Any = None, output_pixel_offsets: Any = None,
+                offset_convention: Any = "per-tensor") -> _Plan:
     """Validate the non-tensor parameters of ``op`` and build its taps (SPEC 3.1 rules 3 and 5).
 
     The NumPy functions (``names.numpy``) fill defaults: scales ``fl32(out/in)`` and the

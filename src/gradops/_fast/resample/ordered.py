@@ -11,8 +11,9 @@ tap count, which is all a branch condition reads of an item):
   source rows, each ``(t0 + t1) + (t2 + t3)``, where the source's units are contiguous; else
   ``zero + t0 + t1 + ...`` one row at a time, always weighted; then the column axis:
   a copy (not resampled); NCHW columns through the slots (``writers._store_gathered``: 1, 2 or
-  groups of 4 slots; an affine span's loops sum the same terms alike); NHWC pixels (``writers._store_units``: 1, 2 or 4 slots in
-  one sum, else a pixel summed in memory slot group by slot group);
+  groups of 4 slots; an affine span's loops sum the same terms alike); NHWC pixels
+  (``writers._store_units``: 1, 2 or 4 slots in one sum, else a pixel summed in memory slot
+  group by slot group);
 * pixels read directly (``writers._direct_units``): ``zero + (w0 * (s0 + s1) + w1 * (s0' + s1'))``;
 * pixel sums (``rows._pixel_sums``): ``zero + (-0.0 + s00 + s01 ...) + (-0.0 + s10 ...) ...``;
 * columns first (``columns_first._half_columns_first``): each source row's columns as
