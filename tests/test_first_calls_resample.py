@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fast_resample_references import nhwc, random_data, suite_taps
-from test_fast_resample import CASES, grid_taps, layout, random_case
+from test_fast_resample import CASES, broadcast_input, grid_taps, layout, random_case
 
 from gradops._fast import first_calls, simd
 from gradops._fast import resample as fast_resample
@@ -82,6 +82,15 @@ def test_random_geometries_and_layouts(tier, seed, dtype, src_kind, out_kind):
     both(tier, resample_forward, x, lambda: layout(rng, np.full(n_out, np.nan, dtype), out_kind), taps)
     dy = layout(rng, spread(rng, n_out, dtype), src_kind)
     both(tier, resample_backward, dy, lambda: layout(rng, np.full(n_in, np.nan, dtype), out_kind), taps)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_broadcast_inputs(tier, seed, dtype):
+    """A source of stride 0 on one axis (one value repeated along it)."""
+    rng, n_in, n_out, taps, _ = random_case(100 + seed)
+    both(tier, resample_forward, broadcast_input(rng, n_in, dtype), lambda: np.empty(n_out, dtype), taps)
+    both(tier, resample_backward, broadcast_input(rng, n_out, dtype), lambda: np.empty(n_in, dtype), taps)
 
 
 SUITE_SHAPES = [((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "half"), ((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "asym"),
