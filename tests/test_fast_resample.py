@@ -147,7 +147,8 @@ def test_broadcast_inputs(seed, dtype):
     assert_close(grad, apply_axes(transposed, dy.astype(np.float64)), abs_sum, taps_per_output(transposed))
 
 
-@pytest.mark.parametrize("shape_in,shape_out,mode,grid", [
+# The S1 resample workloads' geometry, small: (shape_in, shape_out, mode, grid)
+SUITE_SHAPES = [
     ((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "half"),      # N1-like
     ((2, 3, 8, 8), (2, 3, 16, 16), "nearest", "asym"),      # N2-like
     ((2, 3, 10, 10), (2, 3, 15, 5), "nearest", "half"),     # N3-like
@@ -155,7 +156,10 @@ def test_broadcast_inputs(seed, dtype):
     ((2, 3, 16, 16), (2, 3, 8, 8), "linear", "half"),       # L2-like
     ((2, 3, 5, 5), (2, 3, 12, 14), "nearest", "half"),      # P1-like
     ((2, 3, 5, 5), (2, 3, 23, 27), "nearest", "asym"),      # P2-like
-])
+]
+
+
+@pytest.mark.parametrize("shape_in,shape_out,mode,grid", SUITE_SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_suite_shapes_both_layouts(shape_in, shape_out, mode, grid, dtype, channels_last):

@@ -12,7 +12,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from ._arrays import check_output_size
-from ._resample_plan import Rule, axis_taps, tap_key
+from ._resample_plan import Rule, axis_taps, is_selection, tap_key
 from .dml import _UINT32_MAX, FeatureLevel
 from .errors import DescriptorError, ShapeError
 
@@ -185,8 +185,7 @@ class _Plan:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tap_key", tuple(tap_key(index, weight) for index, weight in self.taps))
-        object.__setattr__(self, "selection", all(bool(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1))
-                                                  for _, weight in self.taps))
+        object.__setattr__(self, "selection", is_selection(self.taps))
 
 
 # Plans of recent NumPy calls, by their exact arguments (with types: True == 1 == 1.0 as dict

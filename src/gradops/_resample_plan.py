@@ -90,3 +90,9 @@ def tap_key(index: np.ndarray, weight: np.ndarray) -> tuple[bytes, bytes]:
     in which the fast backend receives and caches its tables."""
     return (np.ascontiguousarray(index, dtype=np.int64).tobytes(),
             np.ascontiguousarray(weight, dtype=np.float32).tobytes())
+
+
+def is_selection(taps) -> bool:
+    """Whether the per-axis forward taps ``[(index, weight), ...]`` take one source element at
+    weight 1 on every axis (nearest, SPEC 3.3): the forward op is then a selection and copies bits."""
+    return all(bool(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1)) for _, weight in taps)

@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._resample_plan import tap_key
+from ..._resample_plan import is_selection, tap_key
 from .. import first_calls
 from ..pool import share
 from ..strided import aligned_input, element_aligned
@@ -118,7 +118,7 @@ def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | No
     as bytes (``tap_key`` of each), and ``selection``: whether every tap is one element at weight
     1 (then the bits are copied), if the caller keeps them (``_Plan``); else worked out here."""
     if selection is None:
-        selection = all(np.all(weight[:, 1] == 0) and np.all(weight[:, 0] == 1) for _, weight in taps)
+        selection = is_selection(taps)
     if selection:
         _select_nearest(x, out, taps)
         return

@@ -44,10 +44,11 @@ def ordered_contract(src: np.ndarray, dst: np.ndarray, planned: tuple) -> None:
     lead = (np.newaxis,) * (RANK - src.ndim)
     source = src[lead].transpose(axes[0])[axes[1]].astype(np.float32)  # float16: exact
     target = dst[lead].transpose(axes[0])[axes[1]]
+    slot = _global_slots(plan)
     with np.errstate(all="ignore"):  # inf and NaN are results here, as in the kernel
         for rows, taps in _item_classes(source, plan):
             shape = tuple(index.size for index in rows) + target.shape[3:]
-            target[rows] = encode_sums(_item_sums(source, shape, taps, plan, path, dst.dtype), dst.dtype)
+            target[rows] = encode_sums(_item_sums(source, shape, taps, plan, slot, path, dst.dtype), dst.dtype)
 
 
 def ordered_select(x: np.ndarray, out: np.ndarray, taps) -> None:
@@ -87,31 +88,31 @@ def _item_classes(source: np.ndarray, plan: ContractPlan):
             k0 = tables[0][0][i0] + j0
             for j1 in range(c1):
                 k1 = tables[1][0][i1] + j1
-                w01 = tables[0][2][k0].astype(np.float32)[:, None] * tables[1][2][k1].astype(np.float32)[None, :]
+                w01 = tables[0][2][k0][:, None] * tables[1][2][k1][None, :]  # float32, as in the kernel
                 for j2 in range(c2):
                     k2 = tables[2][0][i2] + j2
-                    weight = w01[:, :, None] * tables[2][2][k2].astype(np.float32)[None, None, :]
+                    weight = w01[:, :, None] * tables[2][2][k2][None, None, :]
                     taps.append((weight[..., None, None],
                                  source[np.ix_(tables[0][1][k0], tables[1][1][k1], tables[2][1][k2])]))
         yield np.ix_(i0, i1, i2), taps
 
 
-def _item_sums(source, shape: tuple, taps, plan: ContractPlan, path: tuple, dtype) -> np.ndarray:
+def _item_sums(source, shape: tuple, taps, plan: ContractPlan, slot: np.ndarray, path: tuple, dtype) -> np.ndarray:
     """The float32 sums of one class of work items (``shape``: theirs in the output), by the
-    branch ``_contract`` takes for them."""
+    branch ``_contract`` takes for them; ``slot``: ``_global_slots(plan)``."""
     columns_first_path, direct_slots, _, pixel_sums_path, row_sum_path, identity_path, affine_path = path
     zero = np.float32(plan.zero)
     units = int(plan.dst_shape[4])
     s3, s4, d4 = plan.src_strides[3], plan.src_strides[4], plan.dst_strides[4]
     src_packed = s4 == 1 and s3 == units
-    slots = plan.slot.shape[1]
+    slots = slot.shape[1]
     pixels = units > 1 and src_packed and d4 == 1 and not plan.column_identity
     if columns_first_path and plan.columns_first and taps:
-        return _grouped_sum([w * _column_sums(_padded(x), plan) for w, x in taps], zero)
+        return _columns_first(taps, plan, slot, zero)
     if direct_slots and pixels and slots <= 2 and 1 <= len(taps) <= 2:
-        return _direct(taps, plan, zero)
+        return _direct(taps, plan, slot, zero)
     if pixel_sums_path and dtype == np.float32 and pixels and not plan.weighted and _consecutive_slots(plan.slot):
-        return _pixel_sums(taps, plan, zero, shape)
+        return _pixel_sums(taps, slot, zero, shape)
     if not row_sum_path:
         raise AssertionError("the plan left a work item without a branch")
     if not taps:
@@ -125,8 +126,8 @@ def _item_sums(source, shape: tuple, taps, plan: ContractPlan, path: tuple, dtyp
     if identity_path:
         return row_sum
     if affine_path:
-        return _columns_nchw(row_sum, plan, zero)
-    return _pixels_from_row_sum(row_sum, plan, zero)
+        return _columns_nchw(row_sum, plan, slot, zero)
+    return _pixels_from_row_sum(row_sum, plan, slot, zero)
 
 
 def _grouped_sum(terms: list, zero):
@@ -163,55 +164,52 @@ def _global_slots(plan: ContractPlan) -> np.ndarray:
     return np.where(slot == 0, 0, slot + plan.block_first[block][:, None])
 
 
-def _column_shape(row_sum: np.ndarray, plan: ContractPlan) -> tuple:
+def _column_shape(row_sum: np.ndarray, slot: np.ndarray) -> tuple:
     """The shape of the destination columns of ``row_sum``'s work items."""
-    return row_sum.shape[:3] + (plan.slot.shape[0],) + row_sum.shape[4:]
+    return row_sum.shape[:3] + (slot.shape[0],) + row_sum.shape[4:]
 
 
-def _slot_terms(padded: np.ndarray, plan: ContractPlan, weighted: bool) -> list:
+def _slot_terms(padded: np.ndarray, slot: np.ndarray, weight: np.ndarray, weighted: bool) -> list:
     """Slot ``k`` of every column: ``weight * padded[slot]`` (or the value when not ``weighted``)."""
-    slot = _global_slots(plan)
-    return [(plan.slot_weight[:, k, None] * padded[..., slot[:, k], :]) if weighted else padded[..., slot[:, k], :]
+    return [(weight[:, k, None] * padded[..., slot[:, k], :]) if weighted else padded[..., slot[:, k], :]
             for k in range(slot.shape[1])]
 
 
-def _columns_nchw(row_sum: np.ndarray, plan: ContractPlan, zero) -> np.ndarray:
+def _columns_nchw(row_sum: np.ndarray, plan: ContractPlan, slot: np.ndarray, zero) -> np.ndarray:
     """Unit size 1: every column through its slots (``_store_gathered``). The columns of an affine
     span (``_affine_span``) sum the same terms in the same association: ``zero + m0``, ``zero +
     (m0 + m1)``, ``zero + ((m0 + m1) + (m2 + m3))``, a masked padding slot -0.0 like a padding
     slot's term here; where the table has more slots than the span, the extra ones add -0.0."""
-    terms = _slot_terms(_padded(row_sum), plan, plan.weighted)
+    terms = _slot_terms(_padded(row_sum), slot, plan.slot_weight, plan.weighted)
     if 1 <= len(terms) <= 2:
         sums = zero + _association(terms)
     else:  # also a table without slots: every column reads nothing
-        sums = np.full(_column_shape(row_sum, plan), zero)
+        sums = np.full(_column_shape(row_sum, slot), zero)
         for k in range(0, len(terms), 4):
             sums = sums + _association(terms[k:k + 4])
     return sums
 
 
-def _pixels_from_row_sum(row_sum: np.ndarray, plan: ContractPlan, zero) -> np.ndarray:
+def _pixels_from_row_sum(row_sum: np.ndarray, plan: ContractPlan, slot: np.ndarray, zero) -> np.ndarray:
     """NHWC pixels (``_store_units``): one, two or four slots in one sum into a unit-stride output;
-    else the pixel summed in memory, from ``zero``, slot group by slot group."""
+    else the pixel summed in memory from ``zero``: one or two slots one at a time, always weighted
+    (``add_slots1_weighted``), 4m slots four at a time."""
     padded = _padded(row_sum)
-    terms = _slot_terms(padded, plan, plan.weighted)
-    if plan.dst_strides[4] == 1 and len(terms) in (1, 2, 4):
-        return zero + _association(terms)
-    sums = np.full(_column_shape(row_sum, plan), zero)
-    k = 0
-    while k < len(terms):
-        if len(terms) - k < 4:  # one slot, always weighted (``add_slots1_weighted``)
-            sums = sums + _slot_terms(padded, plan, True)[k]
-            k += 1
-        else:
-            sums = sums + _association(terms[k:k + 4])
-            k += 4
+    if plan.dst_strides[4] == 1 and slot.shape[1] in (1, 2, 4):
+        return zero + _association(_slot_terms(padded, slot, plan.slot_weight, plan.weighted))
+    sums = np.full(_column_shape(row_sum, slot), zero)
+    if slot.shape[1] < 4:
+        for term in _slot_terms(padded, slot, plan.slot_weight, True):
+            sums = sums + term
+        return sums
+    terms = _slot_terms(padded, slot, plan.slot_weight, plan.weighted)
+    for k in range(0, len(terms), 4):
+        sums = sums + _association(terms[k:k + 4])
     return sums
 
 
-def _direct(taps: list, plan: ContractPlan, zero) -> np.ndarray:
+def _direct(taps: list, plan: ContractPlan, slot: np.ndarray, zero) -> np.ndarray:
     """Pixels of one or two slots read straight from one or two source rows (``_direct_units``)."""
-    slot = _global_slots(plan)
     first_slot, last_slot = slot[:, 0], slot[:, -1]
     w_first, w_last = plan.slot_weight[:, 0, None], plan.slot_weight[:, -1, None]
 
@@ -234,11 +232,10 @@ def _direct(taps: list, plan: ContractPlan, zero) -> np.ndarray:
     return zero + total
 
 
-def _pixel_sums(taps: list, plan: ContractPlan, zero, shape: tuple) -> np.ndarray:
+def _pixel_sums(taps: list, slot: np.ndarray, zero, shape: tuple) -> np.ndarray:
     """Nearest float32 pixels summed straight from their source rows (``_pixel_sums``): per
     source row ``-0.0 + v0 + v1 ...`` over its slots (a padding slot adds -0.0: no change), the
     rows added to ``zero`` in order."""
-    slot = _global_slots(plan)
     total = None
     for _, rows in taps:
         padded = _padded(rows)
@@ -249,7 +246,9 @@ def _pixel_sums(taps: list, plan: ContractPlan, zero, shape: tuple) -> np.ndarra
     return total if total is not None else np.full(shape, zero)
 
 
-def _column_sums(padded: np.ndarray, plan: ContractPlan) -> np.ndarray:
-    """Columns first: one source row's columns as ``(t0 + t1) + (t2 + t3)`` over the 4 slots
-    (``_half_column_sums``; the affine span's loops read the same slots)."""
-    return _association(_slot_terms(padded, plan, True))
+def _columns_first(taps: list, plan: ContractPlan, slot: np.ndarray, zero) -> np.ndarray:
+    """float16 columns first (``_half_columns_first``): each source row's columns as ``(t0 + t1)
+    + (t2 + t3)`` over the 4 slots, always weighted (``_half_column_sums``; the affine span's loops
+    read the same slots), then the weighted row sum of those rows from ``zero``."""
+    return _grouped_sum([w * _association(_slot_terms(_padded(x), slot, plan.slot_weight, True)) for w, x in taps],
+                        zero)
