@@ -53,7 +53,9 @@ def one_torch_thread():
 
 @pytest.fixture(autouse=True)
 def no_prepared_calls():
-    """Each test starts with no depthwise calls prepared by an earlier one (``depthwise._CALLS``): a
-    test that patches a decision made while preparing must see it made."""
+    """Each test starts with no depthwise or resample calls prepared by an earlier one (their
+    ``_CALLS``): a test that patches a decision made while preparing must see it made."""
     from gradops import depthwise
+    from gradops.resample import _CALLS as resample_calls  # gradops.resample is also the function
     depthwise._CALLS.clear()
+    resample_calls.clear()

@@ -298,8 +298,8 @@ def test_bitwise_deterministic_across_thread_counts(dtype, channels_last, mode, 
 
 
 def test_public_gradient_uses_these_kernels(monkeypatch):
-    """``gradops.resample_grad1(..., backend="fast")`` runs ``resample_backward`` (and the
-    forward op ``resample_forward``), with results matching the dense reference."""
+    """``gradops.resample_grad1(..., backend="fast")`` runs a run of ``prepare_backward`` (and the
+    forward op one of ``prepare_forward``), with results matching the dense reference."""
     import gradops
     from gradops._fast import resample as fast
 
@@ -308,11 +308,11 @@ def test_public_gradient_uses_these_kernels(monkeypatch):
     def spy(name, kernel):
         def wrapper(*args, **kwargs):
             calls.append(name)
-            kernel(*args, **kwargs)
+            return kernel(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(fast, "resample_backward", spy("backward", fast.resample_backward))
-    monkeypatch.setattr(fast, "resample_forward", spy("forward", fast.resample_forward))
+    monkeypatch.setattr(fast, "prepare_backward", spy("backward", fast.prepare_backward))
+    monkeypatch.setattr(fast, "prepare_forward", spy("forward", fast.prepare_forward))
     rng = np.random.default_rng(23)
     dy = random_data(rng, (2, 3, 12, 10), np.float32)
     dx = gradops.resample_grad1(dy, (2, 3, 6, 4), mode="linear", backend="fast")
@@ -335,9 +335,10 @@ def test_public_forward_calls_say_whether_they_are_selections(monkeypatch):
     from gradops._fast import resample as fast
 
     said = []
-    forward = fast.resample_forward
-    monkeypatch.setattr(fast, "resample_forward",
-                        lambda *args, **kwargs: (said.append(kwargs["selection"]), forward(*args, **kwargs))[1])
+    prepare = fast.prepare_forward
+    monkeypatch.setattr(fast, "prepare_forward",
+                        lambda x, out, taps, key, selection: (said.append(selection),
+                                                              prepare(x, out, taps, key, selection))[1])
     x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     x.view(np.uint32)[0, 0, 0, 0] = 0x7FC01234
     y = gradops.resample1(x, (2, 3, 8, 10), mode="nearest", backend="fast")

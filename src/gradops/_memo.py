@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable, TypeVar
 
+import numpy as np
+
 Result = TypeVar("Result")
 
 # Entries per table: a program uses a handful of layer configurations; past this the table starts
@@ -74,3 +76,11 @@ def remember(table: dict, key: Hashable, value: Result) -> Result:
         table.clear()
     table[key] = value
     return value
+
+
+def array_layout(array: Any) -> tuple:
+    """What a prepared run depends on of an array argument (its dtype, shape and strides); a
+    ``TypeError`` (no key) for anything but a plain ndarray."""
+    if type(array) is not np.ndarray:
+        raise TypeError("only plain ndarrays are part of a key")
+    return array.dtype, array.shape, array.strides

@@ -3,6 +3,9 @@ over everything but the axes and the 2 taps, accumulating in float64 and roundin
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 import numpy as np
 
 from ._arrays import require_memory
@@ -15,22 +18,30 @@ _REFERENCE_ARRAYS = 4
 
 def _dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *, gradient: bool) -> None:
     """Run the forward op (``out = J source``) or its adjoint (``out = J^T source``)."""
+    prepare_dispatch(source, out, plan, backend, gradient=gradient)(source, out)
+
+
+def prepare_dispatch(source: np.ndarray, out: np.ndarray, plan: _Plan, backend: str, *,
+                     gradient: bool) -> Callable[[np.ndarray, np.ndarray], None]:
+    """What :func:`_dispatch` runs, for every call whose ``source`` and ``out`` have these dtypes,
+    shapes and strides: the fast backend's prepared run, or the reference backend."""
     if backend == "fast":
         fast = fast_module("resample")
         if gradient:
-            fast.resample_backward(source, out, plan.taps, key=plan.tap_key)
-        else:
-            fast.resample_forward(source, out, plan.taps, key=plan.tap_key, selection=plan.selection)
-    else:
-        # float64 intermediates: the source's copy, and at most two arrays and a contribution of
-        # the larger of source and result alive per axis step
-        nbytes = _REFERENCE_ARRAYS * 8 * max(source.size, out.size)
-        require_memory("backend", nbytes,
-                       lambda: f"the reference backend's float64 intermediates for shapes {source.shape} -> "
-                               f"{out.shape} need about {nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
-        result = _adjoint_reference(source, plan.taps, out.shape) if gradient else \
-            _forward_reference(source, plan.taps)
-        np.copyto(out, result)
+            return fast.prepare_backward(source, out, plan.taps, plan.tap_key)
+        return fast.prepare_forward(source, out, plan.taps, plan.tap_key, plan.selection)
+    return partial(_run_reference, plan=plan, gradient=gradient)
+
+
+def _run_reference(source: np.ndarray, out: np.ndarray, *, plan: _Plan, gradient: bool) -> None:
+    # float64 intermediates: the source's copy, and at most two arrays and a contribution of
+    # the larger of source and result alive per axis step
+    nbytes = _REFERENCE_ARRAYS * 8 * max(source.size, out.size)
+    require_memory("backend", nbytes,
+                   lambda: f"the reference backend's float64 intermediates for shapes {source.shape} -> "
+                           f"{out.shape} need about {nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
+    result = _adjoint_reference(source, plan.taps, out.shape) if gradient else _forward_reference(source, plan.taps)
+    np.copyto(out, result)
 
 
 # --- reference backend: separable, vectorised over everything but the axes and the 2 taps ----

@@ -40,7 +40,7 @@ import numpy as np
 
 from ._arrays import allocate_output, check_disjoint, prepare_out, require_memory, whole_sizes_checked
 from ._backend import environment_backend, fast_module, resolve_backend
-from ._memo import memoized, remember, typed_key
+from ._memo import array_layout, memoized, remember, typed_key
 from ._depthwise_checks import (_DATA_FORMATS, _PADDINGS, DEPTHWISE_DTYPES, _check_sizes, _check_tensor,
                                _int32, _int_list, _quoted, _shape4, _window, tf_dtype)
 from ._depthwise_reference import REFERENCE_KERNELS, no_run, reference_run, zeros_run
@@ -418,8 +418,8 @@ def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str
     nothing."""
     tensors = tuple(arguments[i] for i in cls.TENSORS)
     try:
-        key = (cls, typed_key((*attributes, *(arguments[i] for i in cls.SIZES))), *map(_layout, tensors),
-               None if out is None else (*_layout(out), out.flags.writeable), backend, environment_backend(),
+        key = (cls, typed_key((*attributes, *(arguments[i] for i in cls.SIZES))), *map(array_layout, tensors),
+               None if out is None else (*array_layout(out), out.flags.writeable), backend, environment_backend(),
                whole_sizes_checked())
         run = _CALLS.get(key)
     except TypeError:
@@ -430,14 +430,6 @@ def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str
         if key is not None:
             remember(_CALLS, key, run)
     return run(*tensors, out)
-
-
-def _layout(array: Any) -> tuple:
-    """What a prepared run depends on of an array argument; a ``TypeError`` (no key) for
-    anything but a plain ndarray."""
-    if type(array) is not np.ndarray:
-        raise TypeError("only plain ndarrays are part of a key")
-    return array.dtype, array.shape, array.strides
 
 
 def depthwise_conv2d_native(input: np.ndarray, filter: np.ndarray, strides: Sequence[int], padding: str, *,

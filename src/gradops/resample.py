@@ -22,21 +22,22 @@ rounds once to the output type (float32 or float16).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._arrays import check_input, prepare_out
-from ._backend import resolve_backend
+from ._arrays import allocate_output, check_disjoint, check_input, prepare_out, whole_sizes_checked
+from ._backend import environment_backend, resolve_backend
+from ._memo import array_layout, remember, typed_key
 from ._resample_desc import (OPS, Resample1Desc, Resample2Desc, ResampleDesc, ResampleGrad1Desc,
                              ResampleGradDesc)
 # The names other modules and the tests reach through gradops.resample (layers: _resample_params,
 # _resample_reference, _resample_desc).
 from ._resample_params import (_NUMPY_FIELDS, _PLAN_CACHE, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD,
                                _RESAMPLE_GRAD1, OFFSET_CONVENTIONS, RESAMPLE_DTYPES, AxisDirection,
-                               InterpolationMode, _cached_axis_taps, _float32_values, _Plan, _plan, _sizes,
+                               InterpolationMode, _cached_axis_taps, _float32_values, _Op, _Plan, _plan, _sizes,
                                resample_grad_params_from_forward)
-from ._resample_reference import _dispatch
+from ._resample_reference import prepare_dispatch
 
 __all__ = [
     "InterpolationMode", "AxisDirection", "OFFSET_CONVENTIONS",
@@ -56,10 +57,7 @@ def resample(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "nearest
     ``x``: float32 or float16, 4-D, any strides. ``output_sizes``: the output shape (any axis
     may change). ``scales`` default to ``fl32(output_sizes / x.shape)`` per axis.
     """
-    x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE.ranks)
-    output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode, scales=scales)
-    return _run(x, plan, out, backend, gradient=False)
+    return _call(_RESAMPLE, x, output_sizes, out, backend, mode=mode, scales=scales)
 
 
 def resample1(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "nearest",
@@ -71,11 +69,8 @@ def resample1(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "neares
     Nearest uses ``floor(x + 0.5)`` (ties go to the larger index). Offsets default to the
     half-pixel grid (input 0.5, output -0.5), scales to ``fl32(output_sizes / x.shape)``.
     """
-    x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE1.ranks)
-    output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE1, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode, scales=scales,
+    return _call(_RESAMPLE1, x, output_sizes, out, backend, mode=mode, scales=scales,
                  input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
-    return _run(x, plan, out, backend, gradient=False)
 
 
 def resample2(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "nearest", rounding_direction: Any = None,
@@ -86,11 +81,8 @@ def resample2(x: np.ndarray, output_sizes: Sequence[int], *, mode: Any = "neares
     ("decreasing" = floor, "increasing" = ceil), which nearest mode requires and linear ignores.
     Defaults as :func:`resample1`.
     """
-    x = check_input("x", x, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE2.ranks)
-    output_sizes = _sizes("output_sizes", output_sizes, x.ndim, "one per axis of x")
-    plan = _plan(_RESAMPLE2, x.shape, output_sizes, _NUMPY_FIELDS, x.itemsize, mode=mode,
-                 rounding_direction=rounding_direction, scales=scales, input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
-    return _run(x, plan, out, backend, gradient=False)
+    return _call(_RESAMPLE2, x, output_sizes, out, backend, mode=mode, rounding_direction=rounding_direction,
+                 scales=scales, input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets)
 
 
 def resample_grad(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "nearest",
@@ -107,12 +99,9 @@ def resample_grad(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "ne
     this is exactly the gradient of :func:`resample1`. With ``offset_convention="doc-literal"``
     the offsets are read as the forward op's (defaults 0.5, -0.5).
     """
-    dy = check_input("dy", dy, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE_GRAD.ranks)
-    input_sizes = _sizes("input_sizes", input_sizes, dy.ndim, "one per axis of dy")
-    plan = _plan(_RESAMPLE_GRAD, input_sizes, dy.shape, _NUMPY_FIELDS, dy.itemsize, mode=mode, scales=scales,
+    return _call(_RESAMPLE_GRAD, dy, input_sizes, out, backend, mode=mode, scales=scales,
                  input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets,
                  offset_convention=offset_convention)
-    return _run(dy, plan, out, backend, gradient=True)
 
 
 def resample_grad1(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "nearest",
@@ -125,19 +114,72 @@ def resample_grad1(dy: np.ndarray, input_sizes: Sequence[int], *, mode: Any = "n
     Arguments as :func:`resample_grad`, plus ``rounding_direction`` as in :func:`resample2`.
     With default offsets and scales it is exactly the gradient of :func:`resample2`.
     """
-    dy = check_input("dy", dy, dtypes=RESAMPLE_DTYPES, ranks=_RESAMPLE_GRAD1.ranks)
-    input_sizes = _sizes("input_sizes", input_sizes, dy.ndim, "one per axis of dy")
-    plan = _plan(_RESAMPLE_GRAD1, input_sizes, dy.shape, _NUMPY_FIELDS, dy.itemsize, mode=mode,
-                 rounding_direction=rounding_direction, scales=scales, input_pixel_offsets=input_pixel_offsets,
-                 output_pixel_offsets=output_pixel_offsets, offset_convention=offset_convention)
-    return _run(dy, plan, out, backend, gradient=True)
+    return _call(_RESAMPLE_GRAD1, dy, input_sizes, out, backend, mode=mode, rounding_direction=rounding_direction,
+                 scales=scales, input_pixel_offsets=input_pixel_offsets, output_pixel_offsets=output_pixel_offsets,
+                 offset_convention=offset_convention)
 
 
-def _run(source: np.ndarray, plan: _Plan, out: np.ndarray | None, backend: str | None, *,
-         gradient: bool) -> np.ndarray:
-    name = "dy" if gradient else "x"
+# Runs prepared by earlier calls (``_call``), in a table of ``_memo``'s size.
+_CALLS: dict = {}
+
+
+def _call(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None, **parameters: Any) -> np.ndarray:
+    """``op`` on ``source`` (``dy`` of a gradient, else ``x``) with ``sizes`` (``input_sizes`` of a
+    gradient, else ``output_sizes``) and the op's other ``parameters``, keyword by keyword.
+
+    A training step calls each layer's resample with the same arguments and layouts again and
+    again, and checking them, planning and describing the arrays to a kernel cost as much as a
+    small call's kernel (docs/performance.md). Every one of those steps depends only on what the
+    key of ``_CALLS`` holds: the op, the sizes and parameters with their types (``typed_key``), the
+    dtype, shape and strides of ``source`` and ``out`` (and whether ``out`` is writeable), the
+    backend asked for and the environment's, and whether whole sizes are checked
+    (``blockwise_validation``). So the run prepared by the first such call (``_prepare``) serves
+    the calls that follow, as depthwise's prepared runs do; it checks on every call what the
+    addresses decide (an ``out`` overlapping ``source``). Arguments that cannot be part of a key
+    (anything but plain ndarrays, sizes or scales given as arrays) are prepared for their call
+    alone, and a call whose preparation raises keeps nothing."""
+    try:
+        key = (op, typed_key((sizes, *parameters.values())), array_layout(source),
+               None if out is None else (*array_layout(out), out.flags.writeable), backend, environment_backend(),
+               whole_sizes_checked())
+        run = _CALLS.get(key)
+    except TypeError:
+        key = run = None
+    if run is None:
+        run, source, out = _prepare(op, source, sizes, out, backend, parameters)
+        if key is not None:
+            remember(_CALLS, key, run)
+    return run(source, out)
+
+
+def _prepare(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None,
+             parameters: dict) -> tuple[Callable[[np.ndarray, np.ndarray | None], np.ndarray], np.ndarray, np.ndarray]:
+    """Check a call (SPEC 3.1); return the run of calls like it, its source as an array and its
+    output (``out`` checked, or a fresh one)."""
+    gradient = op.gradient
+    name, size_field = ("dy", "input_sizes") if gradient else ("x", "output_sizes")
+    source = check_input(name, source, dtypes=RESAMPLE_DTYPES, ranks=op.ranks)
+    sizes = _sizes(size_field, sizes, source.ndim, f"one per axis of {name}")
+    forward_in, forward_out = (sizes, source.shape) if gradient else (source.shape, sizes)
+    plan = _plan(op, forward_in, forward_out, _NUMPY_FIELDS, source.itemsize, **parameters)
+    shape, dtype = (plan.forward_in if gradient else plan.forward_out), source.dtype
+    out = prepare_out(out, shape=shape, dtype=dtype, inputs={name: source}, like=source, size_field=size_field)
+    compute = prepare_dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
+
+    def run(source: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            out = allocate_output(size_field, shape, dtype, source)
+        else:
+            check_disjoint(out, {name: source})
+        compute(source, out)
+        return out
+    return run, source, out
+
+
+def run_plan(source: np.ndarray, plan: _Plan, backend: str | None, *, gradient: bool) -> np.ndarray:
+    """``plan``'s op on ``source`` into a fresh output, with nothing prepared or checked (what
+    ``gradops.dask``'s block tasks run, on arrays and a plan checked when the graph was built)."""
     shape = plan.forward_in if gradient else plan.forward_out
-    out = prepare_out(out, shape=shape, dtype=source.dtype, inputs={name: source}, like=source,
-                      size_field="input_sizes" if gradient else "output_sizes")
-    _dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
+    out = allocate_output("input_sizes" if gradient else "output_sizes", shape, source.dtype, source)
+    prepare_dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)(source, out)
     return out

@@ -43,7 +43,7 @@ from .._arrays import check_input
 from .._backend import resolve_backend
 from .._resample_params import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
                                 RESAMPLE_DTYPES, _Op, _Plan, _plan, _sizes)
-from ..resample import _run
+from ..resample import run_plan
 from ..errors import ShapeError
 from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy
 
@@ -133,7 +133,7 @@ def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
     if source is None:
         return np.zeros(parameters.forward_in, dtype=parameters.dtype)  # no output reads it: +0
     plan = _Plan(parameters.forward_in, parameters.forward_out, parameters.taps)
-    return _run(source, plan, None, parameters.backend, gradient=parameters.gradient)[parameters.crop]
+    return run_plan(source, plan, parameters.backend, gradient=parameters.gradient)[parameters.crop]
 
 
 def _widened(a: int, b: int, size: int, resampled: bool) -> Range:

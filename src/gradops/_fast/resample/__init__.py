@@ -69,85 +69,123 @@ Modules, by layer (docs/architecture.md follows a call through them):
 * first calls: ``ordered.py``, the kernels' sums in NumPy, which answer a call while its kernel
   compiles in the compile process (``_fast/first_calls.py``).
 
-This module holds the entry points the rest of gradops calls (``resample_forward``,
-``resample_backward``); they run the kernels through this module's global ``share``
-(``pool.share``), looked up at each call, which is where a test replaces it.
+This module holds the entry points the rest of gradops calls: ``prepare_forward`` and
+``prepare_backward`` (the run of every call with the same layouts, decided once: what resample's
+prepared calls keep), and ``resample_forward`` and ``resample_backward`` (one call). Runs reach
+the kernels through this module's global ``share`` (``pool.share``), looked up at each call,
+which is where a test replaces it.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from ..._resample_plan import is_selection, tap_key
 from .. import first_calls
 from ..pool import share
-from ..strided import aligned_input, element_aligned
+from ..strided import aligned_input, element_aligned, flat_buffer
 from .kernels import _contract_kernel, _select
 from .ordered import ordered_contract, ordered_fits, ordered_select, select_fits
-from .plan import Taps, _axis_order, _contract_plan, _flat, _flat_buffer, _pad, _streams
+from .plan import RANK, Taps, _axis_order, _contract_plan, _flat, _flat_buffer, _pad, _streams
 from .taps import _is_identity
 
-__all__ = ["resample_backward", "resample_forward"]
+__all__ = ["prepare_backward", "prepare_forward", "resample_backward", "resample_forward"]
+
+Run = Callable[[np.ndarray, np.ndarray], None]
 
 
-def _run(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tuple | None) -> None:
-    """``dst = J src`` (forward taps) or ``J^T src`` (``transpose``)."""
-    if not element_aligned(dst):
-        staged = np.empty(dst.shape, dst.dtype)
-        _run(src, staged, taps, transpose, key)
-        np.copyto(dst, staged)
-        return
-    src = aligned_input(src)
-    # Everything but the data pointers depends on the geometry only: planned once per geometry.
-    planned = _contract_plan(transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize,
-                             key if key is not None else tuple(tap_key(*t) for t in taps))
-    axes, items, src_offset, dst_offset, plan, record, path = planned
-    dst_buffer = _flat_buffer(dst, axes)
-    # while the kernel compiles, the call runs its sums in NumPy (same bits; first_calls, ordered.py)
-    first_calls.run_gated(share, (_contract_kernel(path), items, src.nbytes + dst.nbytes, _flat_buffer(src, axes),
-                                  src_offset, dst_buffer, dst_offset, record,
-                                  _streams(dst_buffer, dst_offset, plan.dst_strides, plan.dst_shape)),
-                          ordered_contract, ordered_fits, (src, dst, planned))
+def prepare_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple, selection: bool) -> Run:
+    """The run ``run(x, out)`` of every forward call (SPEC 3.3/3.4) whose ``x`` and ``out`` have
+    these dtypes, shapes and strides: ``out[o] = sum over the product taps of (product of axis
+    weights) * x[indices]``, ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``:
+    rank 1..4, float32 or float16 (the same), any strides; ``out`` must not overlap ``x``.
+    ``key``: the taps as bytes (``tap_key`` of each); ``selection``: whether every tap is one
+    element at weight 1 (then the bits are copied). Everything the layouts decide is decided
+    here; a run works out per call only the flat buffers of its arrays and whether the output's
+    address allows streaming stores."""
+    if selection:
+        return _prepare_select(x, out, taps)
+    return _prepare_contract(x, out, taps, False, key)
+
+
+def prepare_backward(dy: np.ndarray, out: np.ndarray, taps: Taps, key: tuple) -> Run:
+    """The run of every gradient call (SPEC 3.6) with these layouts: ``out = J^T dy`` for the
+    forward taps ``taps``, computed as a gather; ``dy`` has the forward output's shape, ``out``
+    the forward input's; otherwise as :func:`prepare_forward`."""
+    return _prepare_contract(dy, out, taps, True, key)
 
 
 def resample_forward(x: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None,
                      selection: bool | None = None) -> None:
-    """``out[o] = sum over the product taps of (product of axis weights) * x[indices]``
-    (SPEC 3.3/3.4), ``taps[d]`` = ``axis_taps(...)`` of axis ``d``. ``x`` and ``out``: rank 1..4,
-    float32 or float16 (the same), any strides; ``out`` must not overlap ``x``. ``key``: the taps
-    as bytes (``tap_key`` of each), and ``selection``: whether every tap is one element at weight
-    1 (then the bits are copied), if the caller keeps them (``_Plan``); else worked out here."""
+    """One forward call (:func:`prepare_forward`); ``key`` and ``selection`` are worked out here
+    if the caller does not keep them."""
     if selection is None:
         selection = is_selection(taps)
-    if selection:
-        _select_nearest(x, out, taps)
-        return
-    _run(x, out, taps, False, key)
+    prepare_forward(x, out, taps, _tap_keys(taps, key), selection)(x, out)
 
 
 def resample_backward(dy: np.ndarray, out: np.ndarray, taps: Taps, key: tuple | None = None) -> None:
-    """``out = J^T dy`` (SPEC 3.6) for the forward taps ``taps``, computed as a gather: ``dy`` has
-    the forward output's shape, ``out`` the forward input's; otherwise as ``resample_forward``."""
-    _run(dy, out, taps, True, key)
+    """One gradient call (:func:`prepare_backward`)."""
+    prepare_backward(dy, out, taps, _tap_keys(taps, key))(dy, out)
 
 
-def _select_nearest(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
-    if not element_aligned(out):
-        staged = np.empty(out.shape, out.dtype)
-        _select_nearest(x, staged, taps)
-        np.copyto(out, staged)
-        return
-    x = aligned_input(x)
-    first_calls.run_gated(_share_select, (x, out, taps), ordered_select, select_fits, (x, out, taps))
+def _tap_keys(taps: Taps, key: tuple | None) -> tuple:
+    return key if key is not None else tuple(tap_key(*t) for t in taps)
 
 
-def _share_select(x: np.ndarray, out: np.ndarray, taps: Taps) -> None:
-    x, out, taps = _pad(x, out, taps)
-    order = _axis_order(out)
-    src_buf, src_offset, src_strides = _flat(x.transpose(order), bits=True)
-    dst_buf, dst_offset, dst_strides = _flat(out.transpose(order), bits=True)
-    dst_shape = np.array([out.shape[d] for d in order], dtype=np.int64)
-    indices = [np.ascontiguousarray(taps[d][0][:, 0], dtype=np.int64) for d in order]
-    inner_identity = _is_identity(*taps[order[-1]], x.shape[order[-1]])
-    share(_select, int(np.prod(dst_shape[:3])), x.nbytes + out.nbytes, src_buf, src_offset, src_strides, dst_buf,
-          dst_offset, dst_strides, dst_shape, *indices, inner_identity)
+def _prepare_contract(src: np.ndarray, dst: np.ndarray, taps: Taps, transpose: bool, key: tuple) -> Run:
+    """``dst = J src`` (forward taps) or ``J^T src`` (``transpose``) through ``_contract``."""
+    if not (element_aligned(src) and element_aligned(dst)):
+        return _staged(_prepare_contract, taps, transpose, key)
+    # Everything but the data pointers depends on the geometry only: planned once per geometry.
+    planned = _contract_plan(transpose, src.shape, src.strides, dst.shape, dst.strides, src.itemsize, key)
+    axes, items, src_offset, dst_offset, plan, record, path = planned
+    kernel, moved = _contract_kernel(path), src.nbytes + dst.nbytes
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        dst_buffer = _flat_buffer(dst, axes)
+        # while the kernel compiles, the call runs its sums in NumPy (same bits; first_calls, ordered.py)
+        first_calls.run_gated(share, (kernel, items, moved, _flat_buffer(src, axes), src_offset, dst_buffer,
+                                      dst_offset, record,
+                                      _streams(dst_buffer, dst_offset, plan.dst_strides, plan.dst_shape)),
+                              ordered_contract, ordered_fits, (src, dst, planned))
+    return run
+
+
+def _prepare_select(x: np.ndarray, out: np.ndarray, taps: Taps) -> Run:
+    """Nearest forward: ``_select`` copies the bits of the selected elements."""
+    if not (element_aligned(x) and element_aligned(out)):
+        return _staged(_prepare_select, taps)
+    lead = (np.newaxis,) * (RANK - out.ndim)
+    padded_x, padded_out, padded_taps = _pad(x, out, taps)
+    order = _axis_order(padded_out)
+    _, src_offset, src_strides = _flat(padded_x.transpose(order), bits=True)
+    _, dst_offset, dst_strides = _flat(padded_out.transpose(order), bits=True)
+    dst_shape = np.array([padded_out.shape[d] for d in order], dtype=np.int64)
+    indices = [np.ascontiguousarray(padded_taps[d][0][:, 0], dtype=np.int64) for d in order]
+    inner_identity = _is_identity(*padded_taps[order[-1]], padded_x.shape[order[-1]])
+    items, moved = int(np.prod(dst_shape[:3])), x.nbytes + out.nbytes
+
+    def bits(array: np.ndarray) -> np.ndarray:
+        view = array[lead].transpose(order)
+        return flat_buffer(view.view(np.uint16 if view.dtype == np.float16 else np.uint32))
+
+    def run(x: np.ndarray, out: np.ndarray) -> None:
+        first_calls.run_gated(share, (_select, items, moved, bits(x), src_offset, src_strides, bits(out), dst_offset,
+                                      dst_strides, dst_shape, *indices, inner_identity),
+                              ordered_select, select_fits, (x, out, taps))
+    return run
+
+
+def _staged(prepare: Callable[..., Run], *arguments: object) -> Run:
+    """The run of arrays that are not element-aligned (strides that are not multiples of the item
+    size: hand-made views): the source copied, the output computed into a fresh array and copied
+    back. ``prepare(*arguments)`` prepares the aligned call: ``_prepare_contract`` (with taps,
+    transpose and key) or ``_prepare_select`` (with taps)."""
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        src, staged = aligned_input(src), np.empty(dst.shape, dst.dtype)
+        prepare(src, staged, *arguments)(src, staged)
+        np.copyto(dst, staged)
+    return run

@@ -38,7 +38,7 @@ from .rows import _consecutive_slots
 
 def ordered_contract(src: np.ndarray, dst: np.ndarray, planned: tuple) -> None:
     """Writes into ``dst`` what ``kernels._contract_kernel(path)`` writes for ``plan``, from
-    ``src`` (both as ``resample._run`` passes them, rank 1-4; ``planned``: what
+    ``src`` (both as a run of ``_prepare_contract`` passes them, rank 1-4; ``planned``: what
     ``plan._contract_plan`` returned for them, with the axes in role order, the plan and the path)."""
     axes, plan, path = planned[0], planned[4], planned[6]
     lead = (np.newaxis,) * (RANK - src.ndim)
