@@ -376,8 +376,8 @@ def test_contract_plan_of_a_nearest_twofold_gradient():
     assert not plan.weighted and not plan.column_identity and plan.max_taps == 2 and not plan.columns_first
     assert plan.zero == 0 and np.copysign(1, plan.zero) == 1  # the gradient's sums start from +0 (SPEC 3.6)
     # columns_first, direct pixels of 2 slots, unweighted, pixel sums (float32, unweighted), no row sum (every
-    # dx row reads 2 dy rows: direct), identity, affine
-    assert path == (False, 2, 0, True, False, False, False)
+    # dx row reads 2 dy rows: direct), identity, affine, narrow NCHW rows
+    assert path == (False, 2, 0, True, False, False, False, False)
 
 
 @pytest.mark.parametrize("dtype,row_sum", [(np.float32, False), (np.float16, True)])

@@ -22,6 +22,7 @@ from ..pool import begin, claim, end, finish
 from .affine import _store_affine
 from .codecs import _float32
 from .columns_first import _columns_first
+from .narrow import _narrow_rows
 from .rows import _consecutive_slots, _sum_rows
 from .tuning import PREFETCH_SOURCE_BYTES
 from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units
@@ -52,7 +53,7 @@ def _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0
 # ``pool.share``: each thread claims chunks of work items from ``counters`` until none is left.
 
 @kernel_factory
-def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
+def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
     """``_contract`` for the plans of one ``path`` (``_contract_plan``): each flag says whether a
     branch of the kernel can be taken at all. numba prunes a branch on a constant False before
     typing it, so a call compiles the code its plan can run and nothing else (issue 23, cold
@@ -61,9 +62,11 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
     of their free variables). ``direct_slots``: 0 where pixels are never read directly, else the
     slots of the plan's pixels (1 or 2), with ``direct_weighted`` (0 or 1), so that the direct
     path compiles the rows of its pixels only (``writers._store_direct_for``); ``row_sum_path``:
-    False where the branches before the row sum take every work item (``plan._row_sum_needed``)."""
+    False where the branches before the row sum take every work item (``plan._row_sum_needed``);
+    ``narrow_path``: every work item is an NCHW row of one block (``plan._narrow_fits``), which
+    ``narrow._narrow_rows`` computes instead of the row-sum branch, with the same sums."""
     (columns_first_path, direct_slots, direct_weighted, pixel_sums_path, row_sum_path, identity_path,
-     affine_path) = path
+     affine_path, narrow_path) = path
     direct_path = direct_slots > 0
 
     @njit(nogil=True, cache=True, pipeline_class=NoAliasCompiler)
@@ -104,6 +107,7 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
         pixel_sums = _float32(dst) and units > 1 and src_packed and d4 == 1 and not column_identity \
             and not weighted and _consecutive_slots(slot)
         blocks = block_first.size
+        narrow = units == 1 and not column_identity and blocks == 1 and src_packed  # plan._narrow_fits
         ring = 2 * max_taps if columns_first else 0  # rows of column sums (_half_columns_first)
         cc = np.empty(ring * n3 * units, np.float32)
         tags = np.full(ring, -1, np.int64)
@@ -115,6 +119,11 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool]):
                 end(epoch, role, seen)
                 return
             start = chunk * items // chunks
+            if narrow_path and narrow:
+                _narrow_rows(dst, dst_offset, src, src_offset, plan, row_sum, tap_base, tap_weight, start,
+                             (chunk + 1) * items // chunks)
+                finish(counters)
+                continue
             # Unflatten the first item once, then step the counters (no division per item).
             block = start % blocks
             rest = start // blocks

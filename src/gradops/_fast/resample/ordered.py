@@ -100,7 +100,7 @@ def _item_classes(source: np.ndarray, plan: ContractPlan):
 def _item_sums(source, shape: tuple, taps, plan: ContractPlan, slot: np.ndarray, path: tuple, dtype) -> np.ndarray:
     """The float32 sums of one class of work items (``shape``: theirs in the output), by the
     branch ``_contract`` takes for them; ``slot``: ``_global_slots(plan)``."""
-    columns_first_path, direct_slots, _, pixel_sums_path, row_sum_path, identity_path, affine_path = path
+    columns_first_path, direct_slots, _, pixel_sums_path, row_sum_path, identity_path, affine_path, narrow_path = path
     zero = np.float32(plan.zero)
     units = int(plan.dst_shape[4])
     s3, s4, d4 = plan.src_strides[3], plan.src_strides[4], plan.dst_strides[4]
@@ -113,7 +113,7 @@ def _item_sums(source, shape: tuple, taps, plan: ContractPlan, slot: np.ndarray,
         return _direct(taps, plan, slot, zero)
     if pixel_sums_path and dtype == np.float32 and pixels and not plan.weighted and _consecutive_slots(plan.slot):
         return _pixel_sums(taps, slot, zero, shape)
-    if not row_sum_path:
+    if not (row_sum_path or narrow_path):  # narrow rows: the row-sum branch's sums (narrow.py)
         raise AssertionError("the plan left a work item without a branch")
     if not taps:
         row_sum = np.full(shape[:3] + source.shape[3:], zero)

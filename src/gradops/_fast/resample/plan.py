@@ -170,10 +170,19 @@ def _contract_plan(transpose: bool, src_shape: tuple, src_strides: tuple, dst_sh
     pixel_sums = bool(pixels and itemsize == 4 and not weighted)
     tap_counts = [np.diff(table[0]) for table in outer_tables]
     item_taps = (int(np.prod([counts.min() for counts in tap_counts])), max_taps)  # fewest, most
-    row_sum = _row_sum_needed(bool(columns_first), direct_slots, pixel_sums, slot, item_taps)
-    path = (columns_first, direct_slots, int(weighted), pixel_sums, row_sum, bool(identity[column]), units == 1)
+    narrow = _narrow_fits(units, bool(identity[column]), block_first.size, src_strides)
+    row_sum = not narrow and _row_sum_needed(bool(columns_first), direct_slots, pixel_sums, slot, item_taps)
+    path = (columns_first, direct_slots, int(weighted), pixel_sums, row_sum, bool(identity[column]), units == 1,
+            narrow)
     items = int(np.prod(dst_shape[:3])) * block_first.size
     return axes, items, src_offset, dst_offset, plan, tuple(plan), path
+
+
+def _narrow_fits(units: int, column_identity: bool, blocks: int, src_strides: np.ndarray) -> bool:
+    """Whether every work item of a plan is an NCHW row that ``narrow._narrow_rows`` computes: unit
+    size 1, the column axis resampled, one column block, the source's columns contiguous
+    (``_contract``'s ``src_packed``), as the kernel tests it."""
+    return bool(units == 1 and not column_identity and blocks == 1 and src_strides[4] == 1 and src_strides[3] == 1)
 
 
 def _row_sum_needed(columns_first: bool, direct_slots: int, pixel_sums: bool, slot: np.ndarray,
