@@ -41,7 +41,8 @@ CASES = [
     # (mode, forward input, forward output, transpose: the gradient)
     ("nearest", (1, 16, 16, 16), (1, 16, 32, 32), True),  # 16-column rows, the sweep's 16 KiB
     ("nearest", (2, 8, 25, 38), (2, 8, 50, 76), True),  # FPN's 38-column rows
-    ("linear", (1, 4, 8, 16), (1, 4, 16, 32), True),  # too short for an affine span: every column gathered
+    ("linear", (1, 4, 8, 8), (1, 4, 16, 16), True),  # too short for an affine span: every column gathered
+    ("linear", (1, 4, 8, 16), (1, 4, 16, 32), True),  # an affine span on AVX2 (8 columns or more), not AVX-512
     ("linear", (1, 4, 8, 64), (1, 4, 16, 128), True),  # affine span with gathered edges
     ("linear", (2, 3, 9, 7), (2, 3, 13, 17), True),  # fractional scales: no affine span
     ("linear", (1, 4, 8, 40), (1, 4, 16, 80), False),  # forward 2x upsampling: two phases

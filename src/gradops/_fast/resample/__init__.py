@@ -58,7 +58,8 @@ Modules, by layer (docs/architecture.md follows a call through them):
   kernel branches a call can take, streaming), ``taps.py`` (the per-axis tables), ``tuning.py``
   (the measured constants);
 * kernels: ``kernels.py`` (the ``_contract_kernel`` factory and ``_select``, run by
-  ``pool.share``);
+  ``pool.share``), ``narrow.py`` (``_narrow_rows``: NCHW rows of one column block, the row-sum
+  branch's sums in a loop of their own);
 * writers of step 2: ``writers.py`` (row stores, direct pixels, streaming stores);
 * microkernels: ``rows.py`` (step 1, the row sum), ``affine.py`` (affine spans),
   ``columns_first.py`` (the float16 columns-first path); the generated ones, each family from one

@@ -3,6 +3,8 @@ was measured: docs/performance.md). Plain numbers: the host-side plan (``plan.py
 reads them per call, the kernel (``kernels.py``) as constants fixed when it compiles.
 """
 
+from ..target import codegen_target
+
 # Elements of one row sum (columns x U): longer rows are split into column blocks, so that long
 # 1-D/2-D cases still run in parallel and the row sum stays in L1/L2.
 ROW_ELEMENTS = 8192
@@ -11,6 +13,7 @@ ROW_ELEMENTS = 8192
 # smaller ones are mostly in the caches, where the prefetches cost more than they hide.
 PREFETCH_SOURCE_BYTES = 16 << 20
 
-# The shortest affine span (``taps._affine``) worth its own loops; shorter runs of such columns
-# read the slot table like the others.
-AFFINE_MIN_COLUMNS = 16
+# The shortest affine span (``taps._affine``) worth its own loops: one register of float32 lanes
+# of the code-generation target (16 with AVX-512, 8 elsewhere); shorter runs of such columns read
+# the slot table like the others. Both give the same bits (an affine span sums what the slots do).
+AFFINE_MIN_COLUMNS = 16 if codegen_target().avx512 else 8
