@@ -134,3 +134,29 @@ def test_memory_order_of_unit_axes_and_gapped_inputs():
     fortran = np.asfortranarray(np.empty((3, 4, 5), np.float16))
     out = _output_cache.empty_output((2, 4, 5), np.dtype(np.float16), fortran)
     assert out.shape == (2, 4, 5) and out.flags.f_contiguous
+
+
+@pytest.mark.parametrize("elements", [4096, 1 << 19])  # np.empty, and a cache block
+def test_repeated_fresh_outputs_are_new_arrays_in_the_memory_order_of_the_first(elements):
+    """A prepared run's outputs (``_arrays.output_allocator``, through ``output_factory``): each call
+    a new array, of the shape, dtype and memory order the first call's ``like`` gave, released
+    buffers reused only once nothing views them."""
+    like = np.empty((2, elements // 64, 4, 8), np.float32).transpose(0, 3, 1, 2)  # channels-last memory
+    make = _output_cache.output_factory((2, 8, elements // 64, 4), np.dtype(np.float32), like)
+    first, second = make(), make()
+    for out in (first, second):
+        assert out.shape == (2, 8, elements // 64, 4) and out.dtype == np.float32 and out.flags.writeable
+        assert _memory_order(out) == [0, 2, 3, 1]
+    assert not np.shares_memory(first, second)
+
+
+def test_an_allocation_the_system_refuses_names_the_field(monkeypatch):
+    from gradops import _arrays
+    from gradops.errors import ShapeError
+
+    def refused():
+        raise MemoryError("no room")
+    monkeypatch.setattr(_arrays, "output_factory", lambda *args: refused)
+    allocate = _arrays.output_allocator("input_sizes", (2, 3), np.dtype(np.float32))
+    with pytest.raises(ShapeError, match="input_sizes.*cannot allocate an output of shape \\(2, 3\\).*no room"):
+        allocate()

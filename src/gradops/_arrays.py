@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ._output_cache import empty_output
+from ._output_cache import empty_output, output_factory
 from .errors import AliasingError, DataTypeError, ShapeError
 
 
@@ -103,6 +103,23 @@ def allocate_output(field: str, shape: tuple[int, ...], dtype: np.dtype, like: n
     except (MemoryError, ValueError) as exc:
         raise ShapeError(field, f"cannot allocate an output of shape {shape} and dtype "
                          f"{np.dtype(dtype).name}: {exc}") from exc
+
+
+def output_allocator(field: str, shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None
+                     ) -> Callable[[], np.ndarray]:
+    """:func:`allocate_output` for every call whose output has ``shape`` and ``dtype`` and the
+    layout of ``like`` (a prepared run, whose key holds them and ``whole_sizes_checked``): the
+    size check, which they alone decide, is made here, once; the allocator allocates."""
+    check_output_size(field, shape, np.dtype(dtype).itemsize)
+    make = output_factory(shape, dtype, like)
+
+    def allocate() -> np.ndarray:
+        try:
+            return make()
+        except (MemoryError, ValueError) as exc:
+            raise ShapeError(field, f"cannot allocate an output of shape {shape} and dtype "
+                             f"{np.dtype(dtype).name}: {exc}") from exc
+    return allocate
 
 
 def as_array(name: str, value: Any, dtypes: Sequence[np.dtype]) -> np.ndarray:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 import os
 import threading
-from functools import cache, lru_cache
-from typing import Any
+from functools import cache, lru_cache, partial
+from typing import Any, Callable
 
 import numpy as np
 
@@ -125,6 +125,23 @@ def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | Non
     stored_shape, axes = _stored_layout(shape, like.shape, like.strides)
     stored = _empty(stored_shape, dtype)
     return stored if axes is None else stored.transpose(axes)
+
+
+def output_factory(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None
+                   ) -> Callable[[], np.ndarray]:
+    """:func:`empty_output` of ``shape`` and ``dtype`` like ``like``, as a function of no argument
+    for calls that make such outputs again and again (prepared runs): the layout and the size
+    class are worked out once; small outputs are plain ``np.empty``."""
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    stored_shape, axes = (shape, None) if like is None or like.ndim != len(shape) else \
+        _stored_layout(shape, like.shape, like.strides)
+    if math.prod(stored_shape) * dtype.itemsize < MIN_POOLED_BYTES:
+        make = partial(np.empty, stored_shape, dtype)
+    else:
+        make = partial(_empty, stored_shape, dtype)
+    if axes is None:
+        return make
+    return lambda: make().transpose(axes)
 
 
 @lru_cache(maxsize=256)

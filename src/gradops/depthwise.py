@@ -38,7 +38,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ._arrays import allocate_output, check_disjoint, prepare_out, require_memory, whole_sizes_checked
+from ._arrays import check_disjoint, output_allocator, prepare_out, require_memory, whole_sizes_checked
 from ._backend import environment_backend, fast_module, resolve_backend
 from ._memo import array_layout, memoized, remember, typed_key
 from ._depthwise_checks import (_DATA_FORMATS, _PADDINGS, DEPTHWISE_DTYPES, _check_sizes, _check_tensor,
@@ -258,10 +258,11 @@ class _DepthwiseDesc:
                            f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
             compute = partial(reference_run, REFERENCE_KERNELS[kernel], args)
         kernel_operands, kernel_out = self._kernel_operands, self._kernel_out
+        allocate = output_allocator(size_field, shape, T)
 
         def run(first: np.ndarray, second: np.ndarray, out: np.ndarray | None) -> np.ndarray:
             if out is None:
-                out = allocate_output(size_field, shape, T)
+                out = allocate()
             else:
                 check_disjoint(out, dict(zip(names, (first, second))))
             compute(*kernel_operands(first, second), kernel_out(out))

@@ -26,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._arrays import allocate_output, check_disjoint, check_input, prepare_out, whole_sizes_checked
+from ._arrays import (allocate_output, check_disjoint, check_input, output_allocator, prepare_out,
+                      whole_sizes_checked)
 from ._backend import environment_backend, resolve_backend
 from ._memo import array_layout, remember, typed_key
 from ._resample_desc import (OPS, Resample1Desc, Resample2Desc, ResampleDesc, ResampleGrad1Desc,
@@ -165,10 +166,11 @@ def _prepare(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None,
     shape, dtype = (plan.forward_in if gradient else plan.forward_out), source.dtype
     out = prepare_out(out, shape=shape, dtype=dtype, inputs={name: source}, like=source, size_field=size_field)
     compute = prepare_dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
+    allocate = output_allocator(size_field, shape, dtype, source)
 
     def run(source: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         if out is None:
-            out = allocate_output(size_field, shape, dtype, source)
+            out = allocate()
         else:
             check_disjoint(out, {name: source})
         compute(source, out)
