@@ -141,3 +141,21 @@ def test_arguments_that_cannot_be_a_key_are_prepared_per_call():
             dx = depthwise.depthwise_conv2d_native_backprop_input(sizes, filt, dy, [1, 1, 1, 1], "SAME")
             np.testing.assert_array_equal(dx, exact)
     assert not depthwise._CALLS
+
+
+def test_an_out_call_whose_output_a_fresh_call_could_not_allocate_still_runs(monkeypatch):
+    """Only a run of fresh calls checks the size of the outputs it allocates: with the memory limit
+    between the input's size and the output's (channel multiplier 2), an ``out=`` call runs, again
+    and again, and a fresh call is refused, naming the field that sizes the output."""
+    from gradops import _arrays
+    from gradops.errors import ShapeError
+    monkeypatch.setattr(_arrays, "memory_limit_bytes", lambda: 3000)  # input 2048 bytes, output 4096
+    rng = np.random.default_rng(10)
+    x, f = _integers(rng, (1, 8, 8, 8)), _integers(rng, (3, 3, 8, 2))
+    exact = brute_forward(x, f, 8, 8, (1, 1), (1, 1), (1, 1)).astype(np.float32)
+    for _ in range(2):
+        out = np.full((1, 8, 8, 16), np.nan, np.float32)
+        depthwise.depthwise_conv2d_native(x, f, [1, 1, 1, 1], "SAME", out=out)
+        np.testing.assert_array_equal(out, exact)
+    with pytest.raises(ShapeError, match="filter.shape"):
+        depthwise.depthwise_conv2d_native(x, f, [1, 1, 1, 1], "SAME")

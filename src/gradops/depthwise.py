@@ -237,6 +237,7 @@ class _DepthwiseDesc:
         ``REFERENCE_KERNELS``) on NHWC views, with what the layouts fix decided once; it checks
         what the addresses decide (an ``out`` overlapping an operand) on every call."""
         backend = resolve_backend(backend)
+        fresh = out is None
         out = prepare_out(out, shape=shape, dtype=self.T, inputs=operands, size_field=size_field)
         names, T = tuple(operands), self.T
         a, b = self._kernel_operands(*operands.values())
@@ -258,7 +259,9 @@ class _DepthwiseDesc:
                            f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
             compute = partial(reference_run, REFERENCE_KERNELS[kernel], args)
         kernel_operands, kernel_out = self._kernel_operands, self._kernel_out
-        allocate = output_allocator(size_field, shape, T)
+        # The key tells fresh calls from out= calls: only a run of fresh ones allocates (an out= call
+        # passes whatever size its out has).
+        allocate = output_allocator(size_field, shape, T) if fresh else None
 
         def run(first: np.ndarray, second: np.ndarray, out: np.ndarray | None) -> np.ndarray:
             if out is None:
