@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ._output_cache import empty_output, output_factory
+from ._output_cache import output_factory
 from .errors import AliasingError, DataTypeError, ShapeError
 
 
@@ -97,12 +97,7 @@ def allocate_output(field: str, shape: tuple[int, ...], dtype: np.dtype, like: n
                     ) -> np.ndarray:
     """A fresh output (:func:`~gradops._output_cache.empty_output`) after
     :func:`check_output_size`; an allocation the system still refuses raises ``ShapeError``."""
-    check_output_size(field, shape, np.dtype(dtype).itemsize)
-    try:
-        return empty_output(shape, dtype, like)
-    except (MemoryError, ValueError) as exc:
-        raise ShapeError(field, f"cannot allocate an output of shape {shape} and dtype "
-                         f"{np.dtype(dtype).name}: {exc}") from exc
+    return output_allocator(field, shape, dtype, like)()
 
 
 def output_allocator(field: str, shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None

@@ -16,6 +16,9 @@ from typing import Any, Callable, Hashable, TypeVar
 
 import numpy as np
 
+from ._arrays import whole_sizes_checked
+from ._backend import environment_backend
+
 Result = TypeVar("Result")
 
 # Entries per table: a program uses a handful of layer configurations; past this the table starts
@@ -78,9 +81,28 @@ def remember(table: dict, key: Hashable, value: Result) -> Result:
     return value
 
 
-def array_layout(array: Any) -> tuple:
-    """What a prepared run depends on of an array argument (its dtype, shape and strides); a
-    ``TypeError`` (no key) for anything but a plain ndarray."""
+def find_run(table: dict, owner: Hashable, arguments: tuple, arrays: tuple, out: Any,
+             backend: str | None) -> tuple[Hashable | None, Any]:
+    """``(key, run)``: the key of a call's prepared run in ``table`` (depthwise's and resample's
+    ``_CALLS``) and the run remembered for it, or None. A training step calls each layer's ops
+    with the same arguments and layouts again and again, and checking them, planning and
+    describing the arrays to a kernel cost as much as a small call's kernel; every one of those
+    steps depends only on what the key holds: the operator (``owner``), its other ``arguments``
+    with their types (``typed_key``), the dtype, shape and strides of each of ``arrays`` and of
+    ``out`` (and whether ``out`` is writeable; None for a fresh output), the backend asked for and
+    ``GRADOPS_BACKEND``, and whether whole sizes are checked (``blockwise_validation``). A call
+    that cannot have a key (anything but plain ndarrays, unhashable arguments such as sizes given
+    as an array) gets ``(None, None)``: it is prepared for itself alone."""
+    try:
+        key = (owner, typed_key(arguments), *map(_array_layout, arrays),
+               None if out is None else (*_array_layout(out), out.flags.writeable), backend, environment_backend(),
+               whole_sizes_checked())
+        return key, table.get(key)
+    except TypeError:
+        return None, None
+
+
+def _array_layout(array: Any) -> tuple:
     if type(array) is not np.ndarray:
         raise TypeError("only plain ndarrays are part of a key")
     return array.dtype, array.shape, array.strides

@@ -119,19 +119,14 @@ def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | Non
     """``np.empty(shape, dtype)``, from the cache for large outputs, stored in the axis order of
     ``like`` (an array of the same rank) as NumPy's ``order="K"`` does: a gradient of a
     channels_last ``dy`` is channels_last too, and the kernels read and write both in one order."""
-    shape = tuple(shape)
-    if like is None or like.ndim != len(shape):
-        return _empty(shape, dtype)
-    stored_shape, axes = _stored_layout(shape, like.shape, like.strides)
-    stored = _empty(stored_shape, dtype)
-    return stored if axes is None else stored.transpose(axes)
+    return output_factory(shape, dtype, like)()
 
 
 def output_factory(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None
                    ) -> Callable[[], np.ndarray]:
-    """:func:`empty_output` of ``shape`` and ``dtype`` like ``like``, as a function of no argument
+    """:func:`empty_output` of ``shape`` and ``dtype`` like ``like``, as a function of no argument,
     for calls that make such outputs again and again (prepared runs): the layout and the size
-    class are worked out once; small outputs are plain ``np.empty``."""
+    class are worked out once; small outputs are plain ``np.empty``, as ``_empty`` makes them."""
     shape, dtype = tuple(shape), np.dtype(dtype)
     stored_shape, axes = (shape, None) if like is None or like.ndim != len(shape) else \
         _stored_layout(shape, like.shape, like.strides)

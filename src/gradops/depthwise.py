@@ -38,9 +38,9 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ._arrays import check_disjoint, output_allocator, prepare_out, require_memory, whole_sizes_checked
-from ._backend import environment_backend, fast_module, resolve_backend
-from ._memo import array_layout, memoized, remember, typed_key
+from ._arrays import check_disjoint, output_allocator, prepare_out, require_memory
+from ._backend import fast_module, resolve_backend
+from ._memo import find_run, memoized, remember, typed_key
 from ._depthwise_checks import (_DATA_FORMATS, _PADDINGS, DEPTHWISE_DTYPES, _check_sizes, _check_tensor,
                                _int32, _int_list, _quoted, _shape4, _window, tf_dtype)
 from ._depthwise_reference import REFERENCE_KERNELS, no_run, reference_run, zeros_run
@@ -407,27 +407,13 @@ def _descriptor(cls: type, *attributes: Any) -> Any:
 
 
 def _call(cls: type, attributes: tuple, arguments: tuple, out: Any, backend: str | None) -> np.ndarray:
-    """``cls``'s op on ``arguments`` (in its argument order, ``cls.ARGUMENTS``).
-
-    A training step calls each layer's ops with the same attributes, sizes and layouts again and
-    again, and checking them, planning and describing the arrays to a kernel cost several times
-    a small call's kernel. Every one of those steps depends only on what the key of ``_CALLS``
-    holds: the attributes and sizes with their types (``typed_key``), the dtype, shape and strides
-    of every array (and whether ``out`` is writeable), the backend asked for and the environment's,
-    and whether whole sizes are checked (``blockwise_validation``). So the run prepared by the
-    first such call (``prepare``) serves the calls that follow; it checks on every call what the
-    addresses decide (an ``out`` overlapping an operand), and the kernel plans what the data
-    decides. Arguments that cannot be part of a key (anything but plain ndarrays, sizes given as
-    an array) are prepared for their call alone, and a call whose preparation raises keeps
-    nothing."""
+    """``cls``'s op on ``arguments`` (in its argument order, ``cls.ARGUMENTS``), through the run
+    prepared by the first call with the same attributes, sizes, layouts and backend
+    (``_memo.find_run`` says what the key holds). The run checks on every call what the addresses
+    decide (an ``out`` overlapping an operand), and the kernel plans what the data decides. A
+    call whose preparation raises keeps nothing."""
     tensors = tuple(arguments[i] for i in cls.TENSORS)
-    try:
-        key = (cls, typed_key((*attributes, *(arguments[i] for i in cls.SIZES))), *map(array_layout, tensors),
-               None if out is None else (*array_layout(out), out.flags.writeable), backend, environment_backend(),
-               whole_sizes_checked())
-        run = _CALLS.get(key)
-    except TypeError:
-        key = run = None
+    key, run = find_run(_CALLS, cls, (*attributes, *(arguments[i] for i in cls.SIZES)), tensors, out, backend)
     if run is None:
         T = _check_tensor(cls.ARGUMENTS[cls.TENSORS[0]], tensors[0], cls.ERROR_PREFIX).dtype
         run, tensors, out = _descriptor(cls, T, *attributes).prepare(*arguments, out=out, backend=backend)

@@ -26,10 +26,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._arrays import (allocate_output, check_disjoint, check_input, output_allocator, prepare_out,
-                      whole_sizes_checked)
-from ._backend import environment_backend, resolve_backend
-from ._memo import array_layout, remember, typed_key
+from ._arrays import allocate_output, check_disjoint, check_input, output_allocator, prepare_out
+from ._backend import resolve_backend
+from ._memo import find_run, remember
 from ._resample_desc import (OPS, Resample1Desc, Resample2Desc, ResampleDesc, ResampleGrad1Desc,
                              ResampleGradDesc)
 # The names other modules and the tests reach through gradops.resample (layers: _resample_params,
@@ -126,26 +125,12 @@ _CALLS: dict = {}
 
 def _call(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None, **parameters: Any) -> np.ndarray:
     """``op`` on ``source`` (``dy`` of a gradient, else ``x``) with ``sizes`` (``input_sizes`` of a
-    gradient, else ``output_sizes``) and the op's other ``parameters``, keyword by keyword.
-
-    A training step calls each layer's resample with the same arguments and layouts again and
-    again, and checking them, planning and describing the arrays to a kernel cost as much as a
-    small call's kernel (docs/performance.md). Every one of those steps depends only on what the
-    key of ``_CALLS`` holds: the op, the sizes and parameters with their types (``typed_key``), the
-    dtype, shape and strides of ``source`` and ``out`` (and whether ``out`` is writeable), the
-    backend asked for and the environment's, and whether whole sizes are checked
-    (``blockwise_validation``). So the run prepared by the first such call (``_prepare``) serves
-    the calls that follow, as depthwise's prepared runs do; it checks on every call what the
-    addresses decide (an ``out`` overlapping ``source``). Arguments that cannot be part of a key
-    (anything but plain ndarrays, sizes or scales given as arrays) are prepared for their call
-    alone, and a call whose preparation raises keeps nothing."""
-    try:
-        key = (op, typed_key((sizes, *parameters.values())), array_layout(source),
-               None if out is None else (*array_layout(out), out.flags.writeable), backend, environment_backend(),
-               whole_sizes_checked())
-        run = _CALLS.get(key)
-    except TypeError:
-        key = run = None
+    gradient, else ``output_sizes``) and the op's other ``parameters``, keyword by keyword, through
+    the run prepared by the first call with the same arguments, layouts and backend (``_prepare``;
+    ``_memo.find_run`` says what the key holds), as depthwise's calls. The run checks on every call
+    what the addresses decide (an ``out`` overlapping ``source``). A call whose preparation raises
+    keeps nothing."""
+    key, run = find_run(_CALLS, op, (sizes, *parameters.values()), (source,), out, backend)
     if run is None:
         run, source, out = _prepare(op, source, sizes, out, backend, parameters)
         if key is not None:
