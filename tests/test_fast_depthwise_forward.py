@@ -135,9 +135,10 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
           brute_forward(np.abs(x), np.abs(f), h, w, (1, 1), (1, 1), (pad, pad)), k * k, np.dtype(np.float32))
     _rows_per_job(monkeypatch, lambda batch, rows: rows)
     calls = _share_calls(monkeypatch)
-    # the kernel's tap paths: k-tap filter rows (on both tiers); no 9-tap segment with its
-    # weights in registers (C is not a whole number of pairs of 16-lane vectors)
-    longest_row = k
+    # the kernel's tap paths: k-tap filter rows (on both tiers), and whether 9-tap segments keep
+    # their weights in registers (test_tap_paths pins that choice)
+    longest_row, nine = plan._tap_paths(k, k, 1, 1, c, np.float32, False)
+    assert longest_row == k
     size = n * h * w * c
     for shift, threshold, streamed in ((None, 0, True), (3, 0, False), (None, 1 << 62, False)):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
@@ -146,7 +147,7 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, longest_row, False, element_kinds.FLOAT))
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, longest_row, nine, element_kinds.FLOAT))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

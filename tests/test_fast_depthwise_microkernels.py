@@ -69,13 +69,14 @@ def _harness(name: str):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(FAMILY))
 def test_microkernel_against_brute_force(name, dtype):
-    """Two filter rows (count = 2T), two vectors of channels, a source pitch and an output step
-    wider than the row; every position the kernel computes is the brute force's, bit for bit,
-    and nothing else in the output is touched (for the ``or`` kernels, with either count)."""
+    """Two filter rows (count = 2T; three for the ``nine`` schedule, which takes a 3x3 filter's),
+    two vectors of channels, a source pitch and an output step wider than the row; every position
+    the kernel computes is the brute force's, bit for bit, and nothing else in the output is
+    touched (for the ``or`` kernels, with either count)."""
     spec = FAMILY[name]
     rng = np.random.default_rng(sum(map(ord, name)))
     width = 2 * simd.VECTOR_BYTES // np.dtype(dtype).itemsize
-    pitch, step, rows = width + 3, width + 5, 2
+    pitch, step, rows = width + 3, width + 5, 3 if spec.schedule == "nine" else 2  # nine: the 3 rows of a 3x3 filter
     count = rows * spec.taps
     span = (spec.positions + spec.taps) * pitch
     src = rng.standard_normal(rows * span + 7).astype(dtype)
@@ -135,6 +136,13 @@ def test_selection_table_covers_the_family():
                     assert (spec.taps, spec.vector_bytes) == (size, blocks.vector_bytes)
                     assert positions in (spec.positions, spec.positions - spec.or_one_less)
                     selected.add(spec.name)
+    for nine in selection.NINE_ROWS.values():
+        if nine.stem is not None:
+            for direction in ("ascending", "descending"):
+                spec = FAMILY[f"{nine.stem}_{direction}"]
+                assert (spec.schedule, spec.taps, spec.positions) == ("nine", 3, nine.positions)
+                assert spec.vector_bytes == nine.multiple_bytes
+                selected.add(spec.name)
     assert selected == set(FAMILY)
 
 
@@ -195,11 +203,14 @@ def _filter_rows_pattern(size: int, rows: int, ascending: bool):
 
 
 @pytest.mark.parametrize("ascending", [True, False])
-@pytest.mark.parametrize("n_pos", [3, 8, 11])
+@pytest.mark.parametrize("n_pos", [3, 6, 8, 11, 13])
 def test_nine_taps_in_filter_rows(ascending, n_pos):
-    """A 3x3 filter of dilation 1 (``rows._taps9_rows_for``): each row's 4 source positions
-    serve two outputs; the even part of the positions."""
+    """A 3x3 filter of dilation 1 (``rows._taps9_rows_for``, the code-generation tier's
+    ``selection.NINE_ROWS``): with AVX-512, each row's 4 source positions serve two outputs, the
+    even part of the positions; with AVX2, blocks of 6 positions, the last one overlapping the
+    block before, all the positions or none of fewer than 6."""
     from gradops._fast.depthwise.rows import _taps9_rows_for
+    from gradops._fast.target import codegen_target
 
     dtype = np.float32
     width = 2 * simd.VECTOR_BYTES // 4
@@ -207,7 +218,11 @@ def test_nine_taps_in_filter_rows(ascending, n_pos):
                                                    _filter_rows_pattern(3, 3, ascending))
     done = _taps9_rows_for(ascending)(acc, 9, step, width, pitch, n_pos, src, so, wt, taps, np.zeros(4, np.int64),
                                       True, False, src, 0, 0)
-    assert done == n_pos // 2 * 2
+    nine = selection.NINE_ROWS[selection.tier(codegen_target())]
+    if nine.stem is None:
+        assert done == n_pos // 2 * 2
+    else:
+        assert done == (n_pos if n_pos >= nine.positions else 0)
     _check_segment(acc, done, step, pitch, src, so, wt, taps, 9, width, dtype)
 
 

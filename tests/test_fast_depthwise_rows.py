@@ -12,7 +12,8 @@ import pytest
 
 from gradops._fast import depthwise as fast
 from gradops._fast import half, simd
-from gradops._fast.depthwise import plan
+from gradops._fast.depthwise import plan, selection
+from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint, out_size,
                                   random_values, run_all)
@@ -43,35 +44,43 @@ def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
     np.testing.assert_array_equal(bits(staged[1]), bits(planar[1]))
 
 
+# expected: (longest row, 9 taps in registers on AVX-512 ("wide"), on AVX2 ("narrow"))
 @pytest.mark.parametrize("filter_rows, fw, stride, dil, width, dtype, expected", [
-    (3, 3, 1, 1, 24, np.float32, (3, False)),  # not a whole number of vector pairs (16 or 8 lanes)
-    (3, 3, 1, 1, 32, np.float32, (3, True)),
-    (3, 3, 1, 1, 64, np.float32, (3, True)),  # 256 bytes
-    (3, 3, 1, 1, 96, np.float32, (3, False)),  # 384 bytes
-    (3, 3, 1, 1, 16, np.float64, (3, False)),  # float64: never (compile time, see plan._tap_paths)
-    (3, 3, 1, 1, 12, np.float64, (3, False)),
-    (3, 3, 1, 1, 7, np.float32, (0, False)),  # narrower than a vector
-    (3, 3, 2, 1, 32, np.float32, (0, False)),  # filter rows of 2 and 1 taps per residue plane
-    (5, 5, 2, 1, 32, np.float32, (3, True)),  # rows of 3 and 2 taps; 5 x 3 taps
-    (5, 5, 1, 1, 64, np.float32, (5, True)),  # corners of 3 x 3 taps
-    (3, 3, 1, 2, 32, np.float32, (0, True)),  # dilated: no filter row reads consecutive positions
-    (3, 3, 2, 2, 32, np.float32, (3, True)),  # ... unless the dilation divides the stride
-    (1, 6, 1, 1, 32, np.float32, (5, False)),
-    (2, 3, 1, 1, 32, np.float32, (3, False)),
+    (3, 3, 1, 1, 24, np.float32, (3, False, True)),  # 96 bytes: not a pair of 64-byte vectors; 3 of 32
+    (3, 3, 1, 1, 40, np.float32, (3, False, True)),  # 160 bytes
+    (3, 3, 1, 1, 32, np.float32, (3, True, True)),
+    (3, 3, 1, 1, 64, np.float32, (3, True, True)),  # 256 bytes
+    (3, 3, 1, 1, 96, np.float32, (3, False, False)),  # 384 bytes
+    (3, 3, 1, 1, 20, np.float32, (3, False, False)),  # 80 bytes: no whole 32-byte vectors either
+    (3, 3, 1, 1, 16, np.float64, (3, False, False)),  # float64: never (compile time, see plan._tap_paths)
+    (3, 3, 1, 1, 12, np.float64, (3, False, False)),
+    (3, 3, 1, 1, 7, np.float32, (0, False, False)),  # narrower than a vector
+    (3, 3, 2, 1, 32, np.float32, (0, False, False)),  # filter rows of 2 and 1 taps per residue plane
+    (5, 5, 2, 1, 32, np.float32, (3, True, True)),  # rows of 3 and 2 taps; 5 x 3 taps
+    (5, 5, 1, 1, 64, np.float32, (5, True, True)),  # corners of 3 x 3 taps
+    (3, 3, 1, 2, 32, np.float32, (0, True, True)),  # dilated: no filter row reads consecutive positions
+    (3, 3, 1, 2, 24, np.float32, (0, False, False)),  # ... and then a pair of 64-byte vectors on both tiers
+    (3, 3, 2, 2, 32, np.float32, (3, True, True)),  # ... unless the dilation divides the stride
+    (1, 6, 1, 1, 32, np.float32, (5, False, False)),
+    (2, 3, 1, 1, 32, np.float32, (3, False, False)),
 ])
 def test_tap_paths(filter_rows, fw, stride, dil, width, dtype, expected):
     """Which tap paths a channels-last call's kernel compiles (issue 23, cold start), derived by
-    hand, the same on both vector widths: filter rows of 3 and 5 taps, 7 on AVX-512 targets only;
-    9 taps with their weights in registers for rows of at most 256 bytes of whole pairs of
-    vectors of 4-byte sums."""
-    assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == expected
+    hand: filter rows of 3, 5 and 7 taps (``test_seven_tap_rows_on_both_tiers``); 9 taps with their
+    weights in registers for rows of 4-byte sums: in 3-tap filter rows, at most 256 bytes of whole
+    pairs of 64-byte vectors on AVX-512, of whole 32-byte vectors on AVX2 (``selection.NINE_ROWS``);
+    dilated, whole pairs of 64-byte vectors of at most 256 bytes on both."""
+    longest, wide, narrow = expected
+    nine = wide if selection.tier(codegen_target()) == "wide" else narrow
+    assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, False) == (longest, nine)
     assert plan._tap_paths(filter_rows, fw, stride, dil, width, dtype, True) == (0, False)  # planar rows
 
 
 def test_seven_tap_rows_on_both_tiers():
     """7-tap filter rows have a path of their own on both tiers (64-byte vectors with 32
-    registers, 32-byte ones with 16: ``selection.ROW_KERNELS``)."""
-    assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7, False)
+    registers, 32-byte ones with 16: ``selection.ROW_KERNELS``); a 7x7 filter's corners hold 3 x 3
+    taps, in registers on AVX2 for C = 24 (whole 32-byte vectors)."""
+    assert plan._tap_paths(7, 7, 1, 1, 24, np.float32, False) == (7, selection.tier(codegen_target()) == "narrow")
 
 
 @pytest.mark.parametrize("taps, stride, dilation, expected", [(3, 1, 1, 3), (3, 2, 1, 2), (5, 2, 1, 3), (3, 2, 2, 3),

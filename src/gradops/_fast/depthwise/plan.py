@@ -30,7 +30,7 @@ from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes
 from ..codecs import HALF_KINDS
-from .selection import row_sizes
+from .selection import nine_fits, row_sizes
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
@@ -185,8 +185,10 @@ def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int,
     longest_row = max((size for size in _ROW_SIZES if size <= row_taps), default=0) if stride_w % dil_w == 0 else 0
     # float64 rows take their 9 taps in the 3-tap rows: a first float64 call compiled both 9-tap
     # paths for 10.2-10.3 CPU s, over issue 23's 10 s (8.3-8.9 without); no suite has float64.
-    nine = (itemsize <= 4 and filter_rows * row_taps >= 9 and width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES
-            and width % (2 * lanes) == 0)
+    # 9 taps in 3-tap rows take the tier's NINE_ROWS; dilated ones _taps9_2x2 (one pair of vectors)
+    fits = (nine_fits(codegen_target(), width * itemsize) if longest_row >= 3
+            else width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES and width % (2 * lanes) == 0)
+    nine = itemsize <= 4 and filter_rows * row_taps >= 9 and fits
     return longest_row, nine
 
 

@@ -20,6 +20,10 @@ stay in registers and when the source vectors are loaded:
   weights stay in the 32 vector registers of AVX-512);
 * ``tap_major``: each tap goes over all P sums before the next (rows of 7 taps: 14 sources would
   not fit beside the 8 sums), each source vector loaded just before the first tap that reads it.
+* ``nine``: the three filter rows of a 3x3 filter at once (``count`` is 9), their 9 weight
+  vectors loaded first and kept in registers beside the P sums, tap by tap over every sum (AVX2:
+  9 weights and 6 sums of 32 bytes fill 15 of its 16 registers; each source vector is loaded
+  once for the three taps of its row that read it, as the loads of one address are merged).
 
 A microkernel whose P is marked ``or_one_less`` takes the count, P or P - 1, at run time: the
 last sum is computed and stored only when it is P (one copy compiled for both counts).
@@ -56,9 +60,11 @@ class RowMicrokernel:
 
     @property
     def stem(self) -> str:
-        """The name without the direction: what the selection table names."""
+        """The name without the direction: what the selection table names (``rows3x3_...``: the
+        ``nine`` schedule, three rows of 3 taps at once)."""
         count = f"{self.positions}or{self.positions - 1}" if self.or_one_less else f"{self.positions}"
-        return f"row{self.taps}_{count}_{self.vector_bytes}b"
+        rows = "rows3x3" if self.schedule == "nine" else f"row{self.taps}"
+        return f"{rows}_{count}_{self.vector_bytes}b"
 
     @property
     def name(self) -> str:
@@ -81,6 +87,7 @@ FAMILY = tuple(
         (7, 8, 64, "tap_major", False),
         (5, 8, 32, "tap_major", True),
         (7, 8, 32, "tap_major", False),
+        (3, 6, 32, "nine", False),
     )
 )
 
@@ -145,13 +152,26 @@ def _tap_major(kernel: RowMicrokernel) -> list[str]:
     return lines
 
 
+def _nine(kernel: RowMicrokernel) -> list[str]:
+    """The 9 weights first, then filter row r's taps in order, each over every sum (the loop over
+    ``count`` unrolled: row r reads from ``low[r]``)."""
+    lines = [f"w{t} = simd.load_as(b0, wt, taps[{t}] + j)" for t in range(9)]
+    for r in range(3):
+        lines.append(f"p = low[{r}] + j")
+        for i in range(kernel.taps):
+            lines += [f"b{q} = simd.muladd(b{q}, {_load(kernel.source(q, i))}, w{3 * r + i})"
+                      for q in range(kernel.positions)]
+    return lines
+
+
 def _function(kernel: RowMicrokernel) -> str:
     t, p = kernel.taps, kernel.positions
     count = f"{p} (or {p - 1}: ``positions``, at run time)" if kernel.or_one_less else f"{p}"
     reads = "position + i" if kernel.ascending else f"position + {t - 1} - i"
-    schedule = ("sources first: each sum takes its taps in turn" if kernel.schedule == "sources_first"
-                else "tap by tap over every sum, each source loaded before its first tap")
-    body = _sources_first(kernel) if kernel.schedule == "sources_first" else _tap_major(kernel)
+    schedule = {"sources_first": "sources first: each sum takes its taps in turn",
+                "tap_major": "tap by tap over every sum, each source loaded before its first tap",
+                "nine": "the 9 taps of 3 rows (count 9), weights in registers, tap by tap"}[kernel.schedule]
+    body = {"sources_first": _sources_first, "tap_major": _tap_major, "nine": _nine}[kernel.schedule](kernel)
     stores = []
     for q in range(p):
         store = f"_put(acc, {offset_expression('a + j', q, 'step')}, b{q}, stream)"
@@ -167,9 +187,10 @@ def _function(kernel: RowMicrokernel) -> str:
         f'    tap i reads {reads}; {schedule}."""',
         f"    b0 = simd.zeros_of(acc, {kernel.vector_bytes})",
         f"    {zeros} = b0",
-        f"    for t in range(0, count, {t}):",
-        f"        p = low[t // {t}] + j",
-        *(f"        {line}" for line in body),
+        *((f"    {line}" for line in body) if kernel.schedule == "nine" else (
+            f"    for t in range(0, count, {t}):",
+            f"        p = low[t // {t}] + j",
+            *(f"        {line}" for line in body))),
         *(f"    {line}" for line in stores),
     ])
 

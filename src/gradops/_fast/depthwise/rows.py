@@ -10,7 +10,9 @@ order as ``taps._taps_blocked``, so the same bits).
 * ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
   ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
   and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
-  rows, each row's 4 source positions loaded once for two outputs (``_window_2x2``).
+  rows, each row's 4 source positions loaded once for two outputs (``_window_2x2``), where the
+  tier has the registers for it (``selection.NINE_ROWS``); with AVX2's 16, blocks of 6 positions
+  of one 32-byte vector of channels, through a generated microkernel, instead.
 
 Each row size and direction is a function of its own, made by a cached factory: a call compiles
 the ones its plan may use (``plan._tap_paths``) and no others (issue 23, cold start).
@@ -31,7 +33,7 @@ from .. import row_njit, simd
 from ..target import codegen_target
 from .codecs import _put
 from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
-from .selection import ROW_KERNELS, row_microkernel, tier
+from .selection import NINE_ROWS, ROW_KERNELS, row_microkernel, tier
 from .taps import _channel_tail
 
 
@@ -251,7 +253,11 @@ def _rows9_2x2(acc, a0, step, pitch, q, stop, src, j, lanes, low, w, v, ascendin
 
 @functools.cache
 def _taps9_rows_for(ascending: bool):
-    """``_taps9_rows`` for filter rows read in one direction (as ``_taps_rows_for``)."""
+    """``_taps9_rows`` for filter rows read in one direction (as ``_taps_rows_for``): the
+    tier's ``selection.NINE_ROWS``."""
+    nine = NINE_ROWS[tier(codegen_target())]
+    if nine.stem is not None:
+        return _taps9_row_blocks_for(nine.stem, nine.positions, ascending)
 
     @row_njit
     def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, low, prefetch, stream, ahead_src, ahead,
@@ -279,5 +285,47 @@ def _taps9_rows_for(ascending: bool):
                 part_stop = min(q + _NINE_POSITIONS, stop)
                 _rows9_2x2(acc, a0, step, pitch, q, part_stop, src, j, lanes, low, w, v, ascending, prefetch, stream)
         return stop
+
+    return _taps9_rows
+
+
+@functools.cache
+def _taps9_row_blocks_for(stem: str, positions: int, ascending: bool):
+    """``_taps9_rows`` through the generated microkernel ``stem`` (``NINE_ROWS``), which computes
+    ``positions`` positions of one vector of channels with the 9 weight vectors in registers."""
+    kernel = row_microkernel(stem, ascending)
+    vector_bytes = NINE_ROWS[tier(codegen_target())].multiple_bytes
+    rows = 3 if ascending else -3
+
+    @row_njit
+    def _taps9_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, low, prefetch, stream, ahead_src, ahead,
+                    ahead_n):
+        """Blocks of ``positions`` positions, each block's vectors of channels in turn, so that its
+        source lines serve all its channels while they are in L1; a last block that does not fit
+        ends at ``n_pos`` and computes again (and writes again, the same bits) positions of the
+        block before, as ``_taps_rows`` does. Returns how many positions it computed: all, or none
+        of fewer than ``positions``. ``prefetch``, ``ahead_src[ahead : ahead + ahead_n]``: as the
+        other ``_taps9_rows``, the newest row's positions of the block after next requested per
+        block, the staged row's share per block."""
+        lanes = vector_bytes // acc.itemsize
+        if n_pos < positions:
+            return 0
+        n_blocks = -(-n_pos // positions)
+        line = simd.LINE_BYTES // src.itemsize
+        share = simd.line_share(ahead_n, n_blocks, simd.LINE_BYTES // ahead_src.itemsize)
+        requested = 0
+        for block in range(n_blocks):
+            q = min(positions * block, n_pos - positions)
+            _lowest_positions(low, so, 9, rows, q * pitch, pitch)
+            if prefetch:  # a hint: no fault past the end of src
+                newest = (low[2] if ascending else low[0]) + _PREFETCH_AHEAD_BYTES // src.itemsize
+                for e in range(newest, newest + positions * pitch, line):
+                    simd.prefetch(src, e)
+            simd.prefetch_range(ahead_src, ahead + requested, ahead + min(requested + share, ahead_n))
+            requested += share
+            a = a0 + q * step
+            for j in range(0, width, lanes):
+                kernel(acc, a, step, pitch, src, low, wt, taps, j, 9, stream, positions)
+        return n_pos
 
     return _taps9_rows

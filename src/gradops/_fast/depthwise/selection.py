@@ -1,6 +1,7 @@
 """The selection tables of the depthwise channels-last microkernels, per CPU tier: which
 generated filter-row microkernel (``row_template.py``) computes a block of a segment whose taps
-come in whole filter rows, per filter row size (``ROW_KERNELS``), and which tiles
+come in whole filter rows, per filter row size (``ROW_KERNELS``), which computes the 9 taps of a
+3x3 filter with their weights in registers (``NINE_ROWS``), and which tiles
 (``tile_template.py``) compute a segment of any taps (``TILE_KERNELS``).
 
 A row segment of ``n`` positions (``rows._taps_rows_for``) goes in blocks of 8 positions, or of 7
@@ -58,6 +59,30 @@ ROW_KERNELS = {
 
 
 @dataclass(frozen=True)
+class NineTaps:
+    """The 9 taps of a 3x3 filter of dilation 1 with their weight vectors in registers
+    (``rows._taps9_rows_for``) on a tier: ``stem``, the generated microkernel (``row_template``'s
+    ``nine`` schedule) that computes ``positions`` positions of one vector of channels (None:
+    ``rows._rows9_2x2``, two positions x two vectors, 18 weight vectors); rows whose width in
+    bytes is a multiple of ``multiple_bytes`` and at most ``max_row_bytes`` (None: any) take it."""
+
+    stem: str | None
+    positions: int
+    multiple_bytes: int
+    max_row_bytes: int | None
+
+
+NINE_ROWS = {
+    "wide": NineTaps(None, 2, 128, 256),
+    # 18 weight vectors of 64 bytes are 36 AVX2 registers: the 2x2 blocks spilled them and their
+    # sources to the stack on every position pair (perf on a Zen 3: most of B7's kernel time).
+    # 9 weights and 6 sums of 32 bytes fit 16 registers; a block's vectors of channels go in turn,
+    # so its source lines serve every channel while they are in L1.
+    "narrow": NineTaps("rows3x3_6_32b", 6, 32, 256),
+}
+
+
+@dataclass(frozen=True)
 class Tiles:
     """Tile microkernel names (``tile_template.TileMicrokernel.name``) of ``taps._taps_blocked``:
     4 positions x 2 vectors, 4 x 1 (the channels past the pairs), 1 x 4 and 1 x 1 (the last
@@ -82,6 +107,12 @@ TILE_KERNELS = {
 def tier(target: Target) -> str:
     """The table's tier of the code-generation target."""
     return "wide" if target.avx512 else "narrow"
+
+
+def nine_fits(target: Target, width_bytes: int) -> bool:
+    """Whether a row of ``width_bytes`` (its channels' sums) takes ``NINE_ROWS`` on ``target``."""
+    nine = NINE_ROWS[tier(target)]
+    return width_bytes % nine.multiple_bytes == 0 and (nine.max_row_bytes is None or width_bytes <= nine.max_row_bytes)
 
 
 def row_sizes(target: Target) -> tuple[int, ...]:
