@@ -23,7 +23,7 @@ from .affine import _store_affine
 from .codecs import _float32
 from .columns_first import _columns_first
 from .narrow import _narrow_rows
-from .rows import _consecutive_slots, _sum_rows
+from .rows import _consecutive_slots, _next_item, _product_taps, _sum_rows
 from .tuning import PREFETCH_SOURCE_BYTES
 from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units
 
@@ -132,14 +132,8 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
             i1 = rest % n1
             i0 = rest // n1
             for _ in range(start, (chunk + 1) * items // chunks):
-                taps = np.int64(0)  # not Literal[int](0): see _fast/__init__
-                for k0 in range(ptr0[i0], ptr0[i0 + 1]):
-                    for k1 in range(ptr1[i1], ptr1[i1 + 1]):
-                        w01 = np.float32(weight0[k0]) * weight1[k1]
-                        for k2 in range(ptr2[i2], ptr2[i2 + 1]):
-                            tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
-                            tap_weight[taps] = w01 * weight2[k2]
-                            taps += 1
+                taps = _product_taps(tap_base, tap_weight, src_offset, s0, s1, s2, ptr0, src0, weight0, ptr1, src1,
+                                     weight1, ptr2, src2, weight2, i0, i1, i2)
                 count = block_count[block]
                 shift = block_first[block] * s3
                 column0 = block * block_columns
@@ -200,13 +194,7 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
                 block += 1
                 if block == blocks:
                     block = 0
-                    i2 += 1
-                    if i2 == n2:
-                        i2 = 0
-                        i1 += 1
-                        if i1 == n1:
-                            i1 = 0
-                            i0 += 1
+                    i0, i1, i2 = _next_item(i0, i1, i2, n1, n2)
             if stream:
                 simd.store_fence()  # the streamed lines are visible before the chunk is reported done
             finish(counters)
@@ -246,11 +234,5 @@ def _select(counters, epoch, role, chunks, src, src_offset, src_strides, dst, ds
             else:
                 for j in range(n3):
                     dst[np.uint64(out + j * d3)] = src[np.uint64(base + index3[j] * s3)]
-            i2 += 1
-            if i2 == n2:
-                i2 = 0
-                i1 += 1
-                if i1 == n1:
-                    i1 = 0
-                    i0 += 1
+            i0, i1, i2 = _next_item(i0, i1, i2, n1, n2)
         finish(counters)

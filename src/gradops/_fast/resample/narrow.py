@@ -18,7 +18,7 @@ from numba import njit
 
 from ..numba_internals import NO_REFCOUNT, NoAliasCompiler
 from .affine import _store_affine
-from .rows import _sum_rows
+from .rows import _next_item, _product_taps, _sum_rows
 from .writers import _store_gathered
 
 
@@ -49,25 +49,13 @@ def _narrow_rows(dst, dst_offset, src, src_offset, plan, row_sum, tap_base, tap_
     i1 = rest % n1
     i0 = rest // n1
     for _ in range(start, stop):
-        taps = np.int64(0)
-        for k0 in range(ptr0[i0], ptr0[i0 + 1]):
-            for k1 in range(ptr1[i1], ptr1[i1 + 1]):
-                w01 = np.float32(weight0[k0]) * weight1[k1]
-                for k2 in range(ptr2[i2], ptr2[i2 + 1]):
-                    tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
-                    tap_weight[taps] = w01 * weight2[k2]
-                    taps += 1
+        taps = _product_taps(tap_base, tap_weight, src_offset, s0, s1, s2, ptr0, src0, weight0, ptr1, src1, weight1,
+                             ptr2, src2, weight2, i0, i1, i2)
         _sum_rows(row_sum, 1, src, tap_base, tap_weight, taps, shift, count, 1, weighted, zero)
         out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2
         if hi > lo:
             _store_affine(dst, np.uint64(out), row_sum, affine_weight, t_lo, t_hi, base0, base1, phases, slots, zero)
         _store_gathered(dst, out, d3, row_sum, slot, slot_weight, 0, lo, weighted, zero)
         _store_gathered(dst, out + hi * d3, d3, row_sum, slot, slot_weight, hi, n3 - hi, weighted, zero)
-        i2 += 1
-        if i2 == n2:
-            i2 = 0
-            i1 += 1
-            if i1 == n1:
-                i1 = 0
-                i0 += 1
+        i0, i1, i2 = _next_item(i0, i1, i2, n1, n2)
 

@@ -1,5 +1,6 @@
 """Microkernels of step 1, the row sum (package docstring; SPEC 3.4, 3.7), and the other sums
-of whole source rows: ``_sum_rows`` adds up to four source rows per pass (``_add_rows``, which
+of whole source rows: ``_product_taps`` lists a work item's source rows and weights,
+``_sum_rows`` adds up to four source rows per pass (``_add_rows``, which
 calls the generated microkernels of ``row_sum_template.py`` that ``selection.ROW_SUMS`` names),
 ``_pixel_sums`` sums nearest NHWC pixels straight from their source
 rows, ``_prefetch_part`` requests the rows the next work item adds.
@@ -20,6 +21,36 @@ from numba.extending import overload
 from .. import simd
 from .codecs import _load
 from .selection import ROW_SUMS, row_sum_microkernel
+
+
+@njit(inline="always")
+def _product_taps(tap_base, tap_weight, src_offset, s0, s1, s2, ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2,
+                  weight2, i0, i1, i2):
+    """The source rows of work item ``(i0, i1, i2)``: every product of its taps on the three outer
+    axes, axis 0 outermost, each row's flat offset in ``tap_base`` and its weight, ``(w0 * w1) *
+    w2`` rounded to float32 at each product (SPEC 3.7), in ``tap_weight``; returns how many."""
+    taps = np.int64(0)  # not Literal[int](0): see _fast/__init__
+    for k0 in range(ptr0[i0], ptr0[i0 + 1]):
+        for k1 in range(ptr1[i1], ptr1[i1 + 1]):
+            w01 = np.float32(weight0[k0]) * weight1[k1]
+            for k2 in range(ptr2[i2], ptr2[i2 + 1]):
+                tap_base[taps] = src_offset + src0[k0] * s0 + src1[k1] * s1 + src2[k2] * s2
+                tap_weight[taps] = w01 * weight2[k2]
+                taps += 1
+    return taps
+
+
+@njit(inline="always")
+def _next_item(i0, i1, i2, n1, n2):
+    """The work item after ``(i0, i1, i2)``, axis 2 fastest (no division per item)."""
+    i2 += 1
+    if i2 == n2:
+        i2 = 0
+        i1 += 1
+        if i1 == n1:
+            i1 = 0
+            i0 += 1
+    return i0, i1, i2
 
 
 @njit(inline="always")
