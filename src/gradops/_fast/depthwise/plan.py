@@ -136,17 +136,10 @@ def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) 
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
-    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``. A filter
-    that has that layout already (C-contiguous, of the sums' type, a pitch of C*M) is that table
-    itself: building one took 4 of the 34 us of Python of a batch-1 call (S2's B7) on a Zen 3, and
-    the kernels load weights once per block of positions, so where the table starts matters
-    little. A table that is built starts on a 64-byte line (NumPy allocates on 16 bytes), so that
-    with a pitch of whole lines no vector load of the row kernels spans two lines. (A read-only or
-    unaligned filter is copied too: the kernels are compiled for writeable, aligned arrays.)"""
+    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``. The table
+    starts on a 64-byte line (NumPy allocates on 16 bytes), so that with a pitch of whole lines no
+    vector load of the row kernels spans two lines."""
     fh, fw, chans, mult = filt.shape
-    flags = filt.flags
-    if filt.dtype == acc and pitch == chans * mult and flags.c_contiguous and flags.writeable and flags.aligned:
-        return filt.reshape(-1)
     size = np.dtype(acc).itemsize
     raw = np.zeros(fh * fw * pitch + simd.LINE_BYTES // size, acc)
     start = (-raw.ctypes.data) % simd.LINE_BYTES // size
