@@ -4,8 +4,9 @@ The filter-row microkernels of the depthwise tap paths that read filter rows des
 template's docstring says what each computes and in which order, ``selection.py`` which of them a
 call uses. Each takes ``(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)``:
 sums at ``acc[a + j + q*step]``, source positions ``pitch`` apart from ``low[r] + j`` (row r of
-taps), weights at ``wt[taps[t] + j]``, ``count`` taps in rows of T, non-temporal stores when
-``stream``, and ``positions`` (read by the ``or`` kernels only).
+taps), weights at ``wt[taps[t] + j]``, ``count`` taps in rows of T (the ``rows3x3`` kernels take
+the 9 of three rows, whatever ``count`` says), non-temporal stores when ``stream``, and
+``positions`` (read by the ``or`` kernels only).
 """
 
 from __future__ import annotations

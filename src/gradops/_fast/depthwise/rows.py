@@ -294,7 +294,7 @@ def _taps9_row_blocks_for(stem: str, positions: int, ascending: bool):
     """``_taps9_rows`` through the generated microkernel ``stem`` (``NINE_ROWS``), which computes
     ``positions`` positions of one vector of channels with the 9 weight vectors in registers."""
     kernel = row_microkernel(stem, ascending)
-    vector_bytes = NINE_ROWS[tier(codegen_target())].multiple_bytes
+    vector_bytes = NINE_ROWS[tier(codegen_target())].multiple_bytes  # the microkernel's vectors: rows of whole ones
     rows = 3 if ascending else -3
 
     @row_njit
@@ -304,9 +304,9 @@ def _taps9_row_blocks_for(stem: str, positions: int, ascending: bool):
         source lines serve all its channels while they are in L1; a last block that does not fit
         ends at ``n_pos`` and computes again (and writes again, the same bits) positions of the
         block before, as ``_taps_rows`` does. Returns how many positions it computed: all, or none
-        of fewer than ``positions``. ``prefetch``, ``ahead_src[ahead : ahead + ahead_n]``: as the
-        other ``_taps9_rows``, the newest row's positions of the block after next requested per
-        block, the staged row's share per block."""
+        of fewer than ``positions``. ``prefetch``: as the other ``_taps9_rows``, the newest row
+        requested ``_PREFETCH_AHEAD_BYTES`` ahead of each block's positions;
+        ``ahead_src[ahead : ahead + ahead_n]`` a share per block."""
         lanes = vector_bytes // acc.itemsize
         if n_pos < positions:
             return 0
