@@ -237,8 +237,11 @@ class _DepthwiseDesc:
         ``REFERENCE_KERNELS``) on NHWC views, with what the layouts fix decided once; it checks
         what the addresses decide (an ``out`` overlapping an operand) on every call."""
         backend = resolve_backend(backend)
-        fresh = out is None
-        out = prepare_out(out, shape=shape, dtype=self.T, inputs=operands, size_field=size_field)
+        # The key tells fresh calls from out= calls: only a run of fresh ones allocates (an out= call
+        # passes whatever size its out has), with the allocator that makes this call's output too.
+        allocate = output_allocator(size_field, shape, self.T) if out is None else None
+        out = allocate() if allocate else prepare_out(out, shape=shape, dtype=self.T, inputs=operands,
+                                                      size_field=size_field)
         names, T = tuple(operands), self.T
         a, b = self._kernel_operands(*operands.values())
         args = (*self._kernel_attrs, geometry.pad_top, geometry.pad_left)
@@ -259,9 +262,6 @@ class _DepthwiseDesc:
                            f"{nbytes / 2**30:.3g} GiB (backend='fast' needs none)")
             compute = partial(reference_run, REFERENCE_KERNELS[kernel], args)
         kernel_operands, kernel_out = self._kernel_operands, self._kernel_out
-        # The key tells fresh calls from out= calls: only a run of fresh ones allocates (an out= call
-        # passes whatever size its out has).
-        allocate = output_allocator(size_field, shape, T) if fresh else None
 
         def run(first: np.ndarray, second: np.ndarray, out: np.ndarray | None) -> np.ndarray:
             if out is None:

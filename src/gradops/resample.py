@@ -149,9 +149,11 @@ def _prepare(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None,
     forward_in, forward_out = (sizes, source.shape) if gradient else (source.shape, sizes)
     plan = _plan(op, forward_in, forward_out, _NUMPY_FIELDS, source.itemsize, **parameters)
     shape, dtype = (plan.forward_in if gradient else plan.forward_out), source.dtype
-    # The key tells fresh calls from out= calls: only a run of fresh ones allocates.
+    # The key tells fresh calls from out= calls: only a run of fresh ones allocates, with the
+    # allocator that makes this call's output too.
     allocate = output_allocator(size_field, shape, dtype, source) if out is None else None
-    out = prepare_out(out, shape=shape, dtype=dtype, inputs={name: source}, like=source, size_field=size_field)
+    out = allocate() if allocate else prepare_out(out, shape=shape, dtype=dtype, inputs={name: source},
+                                                  size_field=size_field)
     compute = prepare_dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)
 
     def run(source: np.ndarray, out: np.ndarray | None) -> np.ndarray:
