@@ -72,6 +72,19 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
         # does not wait on memory.
         prefetch_staged = not direct_in and not planar and x_st[3] == 1 and x_st[2] == chans \
             and x.size * x.itemsize >= _PREFETCH_STAGED_BYTES
+        # This thread's buffers, made once per call: a small image's jobs are a row or two each,
+        # and allocating per job cost as much as the row's sums (docs/performance.md)
+        ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
+        ring0 = 0 if direct_in else (-ring.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # first row on a line
+        tags = np.empty(ring_rows, np.int64)
+        src = x_direct if direct_in else ring
+        acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
+        so = np.empty(fh * fw, np.int64)
+        tap = np.empty(fh * fw, np.int64)
+        lo = np.empty(fh * fw, np.int64)
+        hi = np.empty(fh * fw, np.int64)
+        weight = np.empty(fh * fw, wv.dtype)
+        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
@@ -83,18 +96,8 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
                 b = job // jobs_per_image
                 oy0 = (job - b * jobs_per_image) * rows_per_job
                 oy1 = min(out_h, oy0 + rows_per_job)
-                ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
-                ring0 = 0 if direct_in else (-ring.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # first row on a line
-                tags = np.full(ring_rows, -1, np.int64)
+                tags[:] = -1  # no x row staged yet
                 _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)
-                src = x_direct if direct_in else ring
-                acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
-                so = np.empty(fh * fw, np.int64)
-                tap = np.empty(fh * fw, np.int64)
-                lo = np.empty(fh * fw, np.int64)
-                hi = np.empty(fh * fw, np.int64)
-                weight = np.empty(fh * fw, wv.dtype)
-                scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
                 x_base = x_off + b * x_st[0]
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
@@ -208,6 +211,22 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
         # wait on memory.
         prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
             and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
+        # This thread's buffers, made once per call (as in the forward)
+        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+        tags = np.empty(ring_rows, np.int64)
+        src = dy_direct if direct_in else ring
+        if stream_rows:
+            acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
+        else:
+            # [r][q][k] or [k][r][q]
+            acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)
+        combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
+        so = np.empty(fh * fw, np.int64)
+        tap = np.empty(fh * fw, np.int64)
+        lo = np.empty(fh * fw, np.int64)
+        hi = np.empty(fh * fw, np.int64)
+        weight = np.empty(fh * fw, wv.dtype)
+        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
@@ -219,22 +238,8 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                 b = job // jobs_per_image
                 iy0 = (job - b * jobs_per_image) * rows_per_job
                 iy1 = min(in_h, iy0 + rows_per_job)
-                ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
-                tags = np.full(ring_rows, -1, np.int64)
+                tags[:] = -1  # no dy row staged yet
                 _clear_margins(ring, 0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)
-                src = dy_direct if direct_in else ring
-                if stream_rows:
-                    acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
-                else:
-                    # [r][q][k] or [k][r][q]
-                    acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)
-                combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
-                so = np.empty(fh * fw, np.int64)
-                tap = np.empty(fh * fw, np.int64)
-                lo = np.empty(fh * fw, np.int64)
-                hi = np.empty(fh * fw, np.int64)
-                weight = np.empty(fh * fw, wv.dtype)
-                scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
                 dy_base = dy_off + b * dy_st[0]
                 for iy in range(iy0, iy1):
                     dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
