@@ -18,8 +18,23 @@ def test_typed_key_tells_apart_values_that_hash_alike():
     nested = [[1, 2], [[1], 2], [[1, 2]], [int, 1, 2], [1, int, 2], [(1, 2)], ["1", 2], [None, 2],
               [1, 2.0], [True, 2], [np.int64(1), 2], (1, 2), [], ()]
     assert len({typed_key(value) for value in nested}) == len(nested)
+    # floats to the bit, strings apart from the numbers they spell
+    assert len({typed_key(value) for value in (0.0, -0.0, 1e-300, 1.0000000000000002, "1", b"1")}) == 6
     with pytest.raises(TypeError):
-        typed_key([np.zeros(2)])
+        typed_key((lambda: 1,))  # nothing that does not pickle is a key
+
+
+def test_typed_key_keys_small_arrays_by_dtype_shape_and_values():
+    sizes = np.array([1, 4, 4, 2], np.int32)
+    assert typed_key((sizes, "SAME")) == typed_key((np.array([1, 4, 4, 2], np.int32), "SAME"))
+    others = [np.array([1, 4, 4, 2], np.int64), np.array([1, 4, 4, 3], np.int32),
+              np.array([[1, 4], [4, 2]], np.int32), np.array([1, 4, 4, 2], np.float32), [1, 4, 4, 2], (1, 4, 4, 2),
+              np.array([1, 4, 4, 2], ">i4")]
+    assert len({typed_key((sizes, "SAME"))} | {typed_key((other, "SAME")) for other in others}) == 1 + len(others)
+    with pytest.raises(TypeError):
+        typed_key((np.zeros(65, np.int32),))  # large arrays are no key
+    with pytest.raises(TypeError):
+        typed_key((np.array(["a"]),))  # nor arrays of anything but numbers
 
 
 def test_memoized_checks_once_and_never_caches_a_failure():
@@ -39,8 +54,8 @@ def test_memoized_checks_once_and_never_caches_a_failure():
         with pytest.raises(ValueError):
             memoized(table, (-1,), lambda: check(-1))
     assert calls == [3, -1, -1]
-    assert memoized(table, ([np.zeros(1)],), lambda: check(5)) == 10  # unhashable: checked each time
-    assert memoized(table, ([np.zeros(1)],), lambda: check(5)) == 10
+    assert memoized(table, (np.zeros(100),), lambda: check(5)) == 10  # no key: checked each time
+    assert memoized(table, (np.zeros(100),), lambda: check(5)) == 10
     assert calls == [3, -1, -1, 5, 5]
 
 
@@ -74,6 +89,12 @@ def test_depthwise_geometry_is_checked_per_shape():
     gradops.depthwise_conv2d_native_backprop_input((1, 4, 4, 2), filt, np.ones((1, 2, 2, 2), F32), **args)
     with pytest.raises(gradops.GradopsError, match=r"^out_backprop\.shape\[1\]"):
         gradops.depthwise_conv2d_native_backprop_input((1, 4, 4, 2), filt, np.ones((1, 3, 2, 2), F32), **args)
-    sizes = np.array([1, 4, 4, 2], np.int32)  # unhashable: checked on every call
+    sizes = np.array([1, 4, 4, 2], np.int32)  # keyed by its dtype, shape and values
     out = gradops.depthwise_conv2d_native_backprop_input(sizes, filt, np.ones((1, 2, 2, 2), F32), **args)
     assert out.shape == (1, 4, 4, 2)
+    with pytest.raises(gradops.GradopsError, match=r"^input_sizes\.dtype"):
+        gradops.depthwise_conv2d_native_backprop_input(sizes.astype(np.int64), filt, np.ones((1, 2, 2, 2), F32),
+                                                       **args)
+    sizes[3] = 3  # the same array, other values
+    with pytest.raises(gradops.GradopsError, match=r"^filter\.shape\[2\]"):
+        gradops.depthwise_conv2d_native_backprop_input(sizes, filt, np.ones((1, 2, 2, 2), F32), **args)
