@@ -52,7 +52,7 @@ from ..pool import share, thread_count
 from ..strided import element_aligned
 from ..codecs import FLOAT, HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
-from .call_plans import filter_plan, forward_plan, input_plan
+from .call_plans import filter_plan, forward_plan, input_plan, table_layout
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
@@ -165,12 +165,15 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     _, x_off, x_st = _kernel_view(x, True)
     _, y_off, y_st = _kernel_view(out, False)
     layout = _plan_layout(x, x_st, out, y_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    acc, _, pitch = table_layout(out.dtype, (x_st[2], x_st[3]), in_w, chans, width)  # as forward_plan's
+    plans: dict = {}
     moved = x.nbytes + out.nbytes
 
     def run(x: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
         x_buf, y_buf = _kernel_buffer(x, True), _kernel_buffer(out, False)
-        plan = forward_plan(*layout, *_data_facts(filt, out, y_buf, y_off, y_st, width))
-        wv = _weights(filt, plan.acc, plan.pitch)
+        wv, finite = _weights(filt, acc, pitch)
+        facts = _data_facts(finite, out, y_buf, y_off, y_st, width)
+        plan = plans.get(facts) or plans.setdefault(facts, forward_plan(*layout, *facts))
         if plan.shifts is not None:
             _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
                                filt.shape[3]), *plan.shifts, False, out.dtype)
@@ -191,12 +194,15 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     _, dy_off, dy_st = _kernel_view(dy, True)
     _, dx_off, dx_st = _kernel_view(out, False)
     layout = _plan_layout(dy, dy_st, out, dx_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
+    acc, _, pitch = table_layout(out.dtype, (dy_st[2], dy_st[3]), out_w, width, width)  # as input_plan's
+    plans: dict = {}
     moved = dy.nbytes + out.nbytes
 
     def run(dy: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
         dy_buf, dx_buf = _kernel_buffer(dy, True), _kernel_buffer(out, False)
-        plan = input_plan(*layout, *_data_facts(filt, out, dx_buf, dx_off, dx_st, chans))
-        wv = _weights(filt, plan.acc, plan.pitch)
+        wv, finite = _weights(filt, acc, pitch)
+        facts = _data_facts(finite, out, dx_buf, dx_off, dx_st, chans)
+        plan = plans.get(facts) or plans.setdefault(facts, input_plan(*layout, *facts))
         if plan.shifts is not None:
             _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w,
                                chans, filt.shape[3]), *plan.shifts, True, out.dtype)
@@ -211,18 +217,20 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
 def _plan_layout(src: np.ndarray, src_st: np.ndarray, out: np.ndarray, out_st: np.ndarray, filt: np.ndarray,
                  attrs: tuple) -> tuple:
     """The start of a call plan's key (``call_plans``) that the layouts and attributes fix; the
-    rest is ``_data_facts``."""
+    rest is ``_data_facts``, which a run keys its plans by (hashing the whole key again on every
+    call cost microseconds)."""
     return src.shape, tuple(src_st.tolist()), out.shape, tuple(out_st.tolist()), out.dtype, filt.shape, attrs
 
 
-def _data_facts(filt: np.ndarray, out: np.ndarray, out_buf: np.ndarray, out_off: int, out_st: np.ndarray,
+def _data_facts(finite: bool, out: np.ndarray, out_buf: np.ndarray, out_off: int, out_st: np.ndarray,
                 out_chans: int) -> tuple[bool, bool, int, int]:
     """The end of a call plan's key (``call_plans``) that the layout does not fix: whether the
-    filter's weights are all finite; whether an output large enough to stream has its positions
-    (``out_chans`` each) on 64-byte lines (``_on_lines``; smaller ones are not asked: the address
-    costs a ctypes object); the thread count and the streaming threshold (tests lower it)."""
+    filter's weights are all ``finite`` (``_weights`` tells); whether an output large enough to
+    stream has its positions (``out_chans`` each) on 64-byte lines (``_on_lines``; smaller ones
+    are not asked: the address costs a ctypes object); the thread count and the streaming
+    threshold (tests lower it)."""
     on_lines = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(out_buf, out_off, out_st, out_chans)
-    return bool(np.isfinite(filt).all()), on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES
+    return finite, on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES
 
 
 @_entry_point("filter")

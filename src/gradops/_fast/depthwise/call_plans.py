@@ -51,8 +51,8 @@ class CallPlan(NamedTuple):
     shifts: tuple[np.ndarray, np.ndarray] | None
 
 
-def _layout(dtype: np.dtype, source_strides: tuple[int, int], positions: int, channels: int, width: int
-            ) -> tuple[type, bool, int]:
+def table_layout(dtype: np.dtype, source_strides: tuple[int, int], positions: int, channels: int, width: int
+                 ) -> tuple[type, bool, int]:
     """The accumulator type, whether the source rows (``positions`` x ``channels``, with these
     position and channel strides) are planar, and the pitch of staged rows of ``width`` = C*M."""
     acc = _accumulator(dtype)
@@ -69,7 +69,7 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     fh, fw, _, mult = filter_shape
     _, out_h, out_w, width = y_shape
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
-    acc, planar, pitch = _layout(dtype, (x_st[2], x_st[3]), in_w, chans, width)
+    acc, planar, pitch = table_layout(dtype, (x_st[2], x_st[3]), in_w, chans, width)
     native = dtype not in HALF_KINDS
     rows_per_job = _rows_per_job(batch, out_h)
     # Channels-last stride-1 rows wider than _IN_PLACE_ROW_BYTES are staged with zero margins
@@ -107,7 +107,7 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     fh, fw, _, mult = filter_shape
     _, out_h, out_w, width = dy_shape
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
-    acc, planar, pitch = _layout(dtype, (dy_st[2], dy_st[3]), out_w, width, width)
+    acc, planar, pitch = table_layout(dtype, (dy_st[2], dy_st[3]), out_w, width, width)
     native = dtype not in HALF_KINDS
     # dy rows in the canonical layout are read in place, but stride-1 rows wider than
     # _IN_PLACE_ROW_BYTES are staged with zero margins (finite weights): each row is then one

@@ -24,6 +24,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from .. import half, simd
 from ..pool import thread_count
@@ -135,17 +136,33 @@ def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) 
                 and (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES == 0)
 
 
-def _weights(filt: np.ndarray, acc: type, pitch: int) -> np.ndarray:
-    """The filter as ``[tap][k]`` floats, flat: tap ``t``'s weights start at ``t * pitch``. The table
-    starts on a 64-byte line (NumPy allocates on 16 bytes), so that with a pitch of whole lines no
-    vector load of the row kernels spans two lines."""
+def _weights(filt: np.ndarray, acc: type, pitch: int) -> tuple[np.ndarray, bool]:
+    """The filter as ``[tap][k]`` floats of type ``acc``, flat: tap ``t``'s weights start at
+    ``t * pitch``, zeros after its C*M; and whether every weight is finite (the call plan's
+    ``finite``). Half filters are decoded by NumPy first (exactly)."""
+    return _weight_table(filt if filt.dtype == acc else filt.astype(acc), pitch)
+
+
+@njit(cache=True, nogil=True)
+def _weight_table(filt, pitch):
+    """``_weights`` in one pass, which costs a third of NumPy's copy and finite test. The table
+    starts on a 64-byte line, so that with a pitch of whole lines no vector load of the row
+    kernels spans two lines."""
     fh, fw, chans, mult = filt.shape
-    size = np.dtype(acc).itemsize
-    raw = np.zeros(fh * fw * pitch + simd.LINE_BYTES // size, acc)
-    start = (-raw.ctypes.data) % simd.LINE_BYTES // size
-    table = raw[start:start + fh * fw * pitch].reshape(fh * fw, pitch)
-    table[:, :chans * mult] = filt.reshape(fh * fw, chans * mult)
-    return table.reshape(-1)
+    line = simd.LINE_BYTES // filt.itemsize
+    raw = np.empty(fh * fw * pitch + line, filt.dtype)
+    start = (-raw.ctypes.data) % simd.LINE_BYTES // filt.itemsize
+    finite = True
+    for ky in range(fh):
+        for kx in range(fw):
+            row = start + (ky * fw + kx) * pitch
+            for c in range(chans):
+                for m in range(mult):
+                    weight = filt[ky, kx, c, m]
+                    raw[row + c * mult + m] = weight
+                    finite &= np.isfinite(weight)
+            raw[row + chans * mult:row + pitch] = 0
+    return raw[start:start + fh * fw * pitch], finite
 
 
 def _pitch(width: int, acc: type, planar: bool) -> int:
