@@ -31,7 +31,7 @@ from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes
 from ..codecs import HALF_KINDS
-from .selection import nine_fits, row_sizes
+from .selection import NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
@@ -57,9 +57,6 @@ _PREFETCH_AHEAD_BYTES = 8192
 # ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
-# Rows at most this many bytes wide (two pairs of float32 vectors) take their 9-tap segments in
-# ``_taps9_2x2``, with the weights in registers; wider rows were slower that way.
-_WEIGHTS_IN_REGISTERS_BYTES = 256
 # Filter row sizes with microkernels of their own on this target (``selection.row_sizes``).
 _ROW_SIZES = row_sizes(codegen_target())
 # Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
@@ -202,10 +199,9 @@ def _tap_paths(filter_rows: int, fw: int, stride_w: int, dil_w: int, width: int,
     longest_row = max((size for size in _ROW_SIZES if size <= row_taps), default=0) if stride_w % dil_w == 0 else 0
     # float64 rows take their 9 taps in the 3-tap rows: a first float64 call compiled both 9-tap
     # paths for 10.2-10.3 CPU s, over issue 23's 10 s (8.3-8.9 without); no suite has float64.
-    # 9 taps in 3-tap rows take the tier's NINE_ROWS; dilated ones _taps9_2x2 (one pair of vectors)
-    fits = (nine_fits(codegen_target(), width * itemsize) if longest_row >= 3
-            else width * itemsize <= _WEIGHTS_IN_REGISTERS_BYTES and width % (2 * lanes) == 0)
-    nine = itemsize <= 4 and filter_rows * row_taps >= 9 and fits
+    # 9 taps in 3-tap rows take the tier's NINE_ROWS; dilated ones NINE_BLOCKS
+    nine_taps = NINE_ROWS[tier(codegen_target())] if longest_row >= 3 else NINE_BLOCKS
+    nine = itemsize <= 4 and filter_rows * row_taps >= 9 and nine_taps.fits(width * itemsize)
     return longest_row, nine
 
 

@@ -26,9 +26,8 @@ from numba.extending import overload
 from .. import row_njit, simd
 from ..numba_internals import NO_REFCOUNT
 from ..target import codegen_target
-from .plan import _WEIGHTS_IN_REGISTERS_BYTES
 from .rows import _filter_rows, _taps9_2x2, _taps9_rows_for, _taps_rows_for
-from .selection import NINE_ROWS, tier
+from .selection import NINE_BLOCKS, NINE_ROWS, fits_rows, tier
 from .taps import _scaled1, _scaled4, _taps_blocked
 
 
@@ -85,17 +84,18 @@ def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap
     longest, nine_taps, up = (path.literal_value for path in paths)  # nine: 0 or 1
     rows3, rows5, rows7 = (_taps_rows_for(size, up) for size in (3, 5, 7))
     taps9_rows = _taps9_rows_for(up)
+    # the rules of NINE_BLOCKS (_taps9_2x2) and the tier's NINE_ROWS (_taps9_rows), as plain ints for numba
     nine_rows = NINE_ROWS[tier(codegen_target())]
-    rows_multiple, rows_max = nine_rows.multiple_bytes, nine_rows.max_row_bytes or 1 << 62  # plain ints for numba
+    rows_multiple, rows_max = nine_rows.multiple_bytes, nine_rows.max_row_bytes
+    blocks_multiple, blocks_max = NINE_BLOCKS.multiple_bytes, NINE_BLOCKS.max_row_bytes
     sign = 1 if up else -1
 
     def fill(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch, stream,
              ahead_src, ahead, ahead_n, longest_row, nine, ascending):
         bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
         row_bytes = width * acc.itemsize
-        # _taps9_2x2: one pair of 64-byte vectors; _taps9_rows: the tier's NINE_ROWS
-        fits_nine = row_bytes <= _WEIGHTS_IN_REGISTERS_BYTES and width % (2 * simd.lanes(acc)) == 0
-        fits_nine_rows = row_bytes % rows_multiple == 0 and row_bytes <= rows_max
+        fits_nine = fits_rows(row_bytes, blocks_multiple, blocks_max)
+        fits_nine_rows = fits_rows(row_bytes, rows_multiple, rows_max)
         for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
             q0, q1 = bounds[segment], bounds[segment + 1]
             count = np.int64(0)

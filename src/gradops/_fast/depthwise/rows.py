@@ -7,8 +7,8 @@ order as ``taps._taps_blocked``, so the same bits).
   (3-tap rows); 3- and 5-tap rows 7 at a time for rows of 7k positions. The blocks are the
   generated microkernels (``row_template.py``, ``row_microkernels_*.py``) that
   ``selection.ROW_KERNELS`` chooses.
-* ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows of at most
-  ``_WEIGHTS_IN_REGISTERS_BYTES`` keep all 18 weight vectors of a pair of k vectors in registers
+* ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows that ``selection.
+  NINE_BLOCKS`` allows keep all 18 weight vectors of a pair of k vectors in registers
   and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
   rows, each row's 4 source positions loaded once for two outputs (``_window_2x2``), where the
   tier has the registers for it (``selection.NINE_ROWS``); with AVX2's 16, blocks of 6 positions

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from numba.extending import register_jitable
+
 from ..target import Target
 from . import row_microkernels_ascending, row_microkernels_descending, tile_microkernels
 
@@ -58,22 +60,39 @@ ROW_KERNELS = {
 }
 
 
+@register_jitable
+def fits_rows(width_bytes, multiple_bytes, max_row_bytes):
+    """Whether a row of ``width_bytes`` (its channels' sums) is a whole number of
+    ``multiple_bytes`` and at most ``max_row_bytes``: the rule of ``NineTaps``, on plain ints, so
+    that the plans (Python) and the compiled planes (``planes.py``) apply the same one."""
+    return width_bytes % multiple_bytes == 0 and width_bytes <= max_row_bytes
+
+
 @dataclass(frozen=True)
 class NineTaps:
-    """The 9 taps of a 3x3 filter of dilation 1 with their weight vectors in registers
-    (``rows._taps9_rows_for``) on a tier: ``stem``, the generated microkernel (``row_template``'s
-    ``nine`` schedule) that computes ``positions`` positions of one vector of channels (None:
-    ``rows._rows9_2x2``, two positions x two vectors, 18 weight vectors); rows whose width in
-    bytes is a multiple of ``multiple_bytes`` and at most ``max_row_bytes`` (None: any) take it."""
+    """The 9 taps of a 3x3 filter with their weight vectors in registers: ``stem``, the generated
+    microkernel (``row_template``'s ``nine`` schedule) that computes ``positions`` positions of
+    one vector of channels (None: blocks of two positions x two 64-byte vectors, 18 weight
+    vectors: ``rows._rows9_2x2`` for whole filter rows, ``rows._taps9_2x2`` for dilated taps);
+    rows whose width in bytes is a multiple of ``multiple_bytes`` and at most ``max_row_bytes``
+    take it (``fits_rows``)."""
 
     stem: str | None
     positions: int
     multiple_bytes: int
-    max_row_bytes: int | None
+    max_row_bytes: int
+
+    def fits(self, width_bytes: int) -> bool:
+        return fits_rows(width_bytes, self.multiple_bytes, self.max_row_bytes)
 
 
+# The 9 taps of a dilated 3x3 filter (not in filter rows), on every tier: wider rows than two
+# pairs of 64-byte vectors were slower that way (docs/performance.md, "Depthwise").
+NINE_BLOCKS = NineTaps(None, 2, 128, 256)
+
+# The 9 taps of whole 3x3 filter rows (``rows._taps9_rows_for``), per tier.
 NINE_ROWS = {
-    "wide": NineTaps(None, 2, 128, 256),
+    "wide": NINE_BLOCKS,
     # 18 weight vectors of 64 bytes are 36 AVX2 registers: the 2x2 blocks spilled them and their
     # sources to the stack on every position pair (perf on a Zen 3: most of B7's kernel time).
     # 9 weights and 6 sums of 32 bytes fit 16 registers; a block's vectors of channels go in turn,
@@ -107,12 +126,6 @@ TILE_KERNELS = {
 def tier(target: Target) -> str:
     """The table's tier of the code-generation target."""
     return "wide" if target.avx512 else "narrow"
-
-
-def nine_fits(target: Target, width_bytes: int) -> bool:
-    """Whether a row of ``width_bytes`` (its channels' sums) takes ``NINE_ROWS`` on ``target``."""
-    nine = NINE_ROWS[tier(target)]
-    return width_bytes % nine.multiple_bytes == 0 and (nine.max_row_bytes is None or width_bytes <= nine.max_row_bytes)
 
 
 def row_sizes(target: Target) -> tuple[int, ...]:
