@@ -33,6 +33,15 @@ from .taps import _scaled1, _scaled4
 from .writers import _store_dx_row, _store_planar_dx_row, _stream_row
 
 
+@njit(inline="always")
+def _tap_lists(taps, wv):
+    """A thread's lists of the taps that reach an output row (source offset, table row, first and
+    last column, weight of ``wv``'s type) and the segment scratch of ``planes``, for ``taps``
+    filter taps: made once per kernel call."""
+    return (np.empty(taps, np.int64), np.empty(taps, np.int64), np.empty(taps, np.int64), np.empty(taps, np.int64),
+            np.empty(taps, wv.dtype), np.empty((4, 2 * taps + 2), np.int64))
+
+
 @kernel_factory
 def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
     """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), its tap
@@ -79,12 +88,7 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
         tags = np.empty(ring_rows, np.int64)
         src = x_direct if direct_in else ring
         acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
-        so = np.empty(fh * fw, np.int64)
-        tap = np.empty(fh * fw, np.int64)
-        lo = np.empty(fh * fw, np.int64)
-        hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wv.dtype)
-        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+        so, tap, lo, hi, weight, scratch = _tap_lists(fh * fw, wv)
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
@@ -221,12 +225,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
             # [r][q][k] or [k][r][q]
             acc = dx_direct if direct_out else np.empty(sw * plane_len * width, wv.dtype)
         combined = np.empty(sw * plane_len * chans if mult > 1 else 0, wv.dtype)  # >= one dx row
-        so = np.empty(fh * fw, np.int64)
-        tap = np.empty(fh * fw, np.int64)
-        lo = np.empty(fh * fw, np.int64)
-        hi = np.empty(fh * fw, np.int64)
-        weight = np.empty(fh * fw, wv.dtype)
-        scratch = np.empty((4, 2 * fh * fw + 2), np.int64)
+        so, tap, lo, hi, weight, scratch = _tap_lists(fh * fw, wv)
         seen = begin(counters, epoch, role)
         items = n_batch * jobs_per_image
         while True:
