@@ -86,6 +86,7 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
         ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
         ring0 = 0 if direct_in else (-ring.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # first row on a line
         tags = np.empty(ring_rows, np.int64)
+        _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)  # staging never writes them
         src = x_direct if direct_in else ring
         acc = y_direct if direct_out else np.empty(out_w * width, wv.dtype)
         so, tap, lo, hi, weight, scratch = _tap_lists(fh * fw, wv)
@@ -101,7 +102,6 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
                 oy0 = (job - b * jobs_per_image) * rows_per_job
                 oy1 = min(out_h, oy0 + rows_per_job)
                 tags[:] = -1  # no x row staged yet
-                _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)
                 x_base = x_off + b * x_st[0]
                 for oy in range(oy0, oy1):
                     nt = np.int64(0)  # not Literal[int](0): see _fast/__init__
@@ -218,6 +218,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
         # This thread's buffers, made once per call (as in the forward)
         ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
         tags = np.empty(ring_rows, np.int64)
+        _clear_margins(ring, 0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)  # staging never writes them
         src = dy_direct if direct_in else ring
         if stream_rows:
             acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
@@ -238,7 +239,6 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                 iy0 = (job - b * jobs_per_image) * rows_per_job
                 iy1 = min(in_h, iy0 + rows_per_job)
                 tags[:] = -1  # no dy row staged yet
-                _clear_margins(ring, 0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)
                 dy_base = dy_off + b * dy_st[0]
                 for iy in range(iy0, iy1):
                     dx_row = dx_off + b * dx_st[0] + iy * dx_st[1]
