@@ -52,7 +52,7 @@ from ..pool import share, thread_count
 from ..strided import element_aligned
 from ..codecs import FLOAT, HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
-from .call_plans import filter_plan, forward_plan, input_plan, table_layout
+from .call_plans import CallPlan, filter_plan, forward_plan, input_plan, table_layout
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
@@ -165,15 +165,13 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
     _, x_off, x_st = _kernel_view(x, True)
     _, y_off, y_st = _kernel_view(out, False)
     layout = _plan_layout(x, x_st, out, y_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
-    acc, _, pitch = table_layout(out.dtype, (x_st[2], x_st[3]), in_w, chans, width)  # as forward_plan's
-    plans: dict = {}
+    planned = _planned(forward_plan, layout, table_layout(out.dtype, (x_st[2], x_st[3]), in_w, chans, width),
+                       y_off, y_st, width)
     moved = x.nbytes + out.nbytes
 
     def run(x: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
         x_buf, y_buf = _kernel_buffer(x, True), _kernel_buffer(out, False)
-        wv, finite = _weights(filt, acc, pitch)
-        facts = _data_facts(finite, out, y_buf, y_off, y_st, width)
-        plan = plans.get(facts) or plans.setdefault(facts, forward_plan(*layout, *facts))
+        plan, wv = planned(filt, out, y_buf)
         if plan.shifts is not None:
             _run_planar_blocks(x_buf, x_off, x_st, wv, y_buf, y_off, y_st, (batch, out_h, out_w, in_h, in_w, width,
                                filt.shape[3]), *plan.shifts, False, out.dtype)
@@ -194,15 +192,13 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
     _, dy_off, dy_st = _kernel_view(dy, True)
     _, dx_off, dx_st = _kernel_view(out, False)
     layout = _plan_layout(dy, dy_st, out, dx_st, filt, (stride_h, stride_w, dil_h, dil_w, pad_top, pad_left))
-    acc, _, pitch = table_layout(out.dtype, (dy_st[2], dy_st[3]), out_w, width, width)  # as input_plan's
-    plans: dict = {}
+    planned = _planned(input_plan, layout, table_layout(out.dtype, (dy_st[2], dy_st[3]), out_w, width, width),
+                       dx_off, dx_st, chans)
     moved = dy.nbytes + out.nbytes
 
     def run(dy: np.ndarray, filt: np.ndarray, out: np.ndarray) -> None:
         dy_buf, dx_buf = _kernel_buffer(dy, True), _kernel_buffer(out, False)
-        wv, finite = _weights(filt, acc, pitch)
-        facts = _data_facts(finite, out, dx_buf, dx_off, dx_st, chans)
-        plan = plans.get(facts) or plans.setdefault(facts, input_plan(*layout, *facts))
+        plan, wv = planned(filt, out, dx_buf)
         if plan.shifts is not None:
             _run_planar_blocks(dy_buf, dy_off, dy_st, wv, dx_buf, dx_off, dx_st, (batch, in_h, in_w, out_h, out_w,
                                chans, filt.shape[3]), *plan.shifts, True, out.dtype)
@@ -212,6 +208,24 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
               dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows,
               plan.stream_in_place, plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
     return run
+
+
+def _planned(plan_function: Callable[..., CallPlan], layout: tuple, table: tuple[type, bool, int], out_off: int,
+             out_st: np.ndarray, out_chans: int) -> Callable[[np.ndarray, np.ndarray, np.ndarray],
+                                                           tuple[CallPlan, np.ndarray]]:
+    """A run's ``planned(filt, out, out_buf) -> (plan, weight table)``: ``plan_function``
+    (``forward_plan`` or ``input_plan``) for the run's ``layout`` (``_plan_layout``) and the
+    facts of this call's data (``_data_facts``), kept per facts; ``table``: ``table_layout``'s
+    answer for the run, as the plan function's own."""
+    acc, _, pitch = table
+    plans: dict = {}
+
+    def planned(filt: np.ndarray, out: np.ndarray, out_buf: np.ndarray) -> tuple[CallPlan, np.ndarray]:
+        weights, finite = _weights(filt, acc, pitch)
+        facts = _data_facts(finite, out, out_buf, out_off, out_st, out_chans)
+        plan = plans.get(facts) or plans.setdefault(facts, plan_function(*layout, *facts))
+        return plan, weights
+    return planned
 
 
 def _plan_layout(src: np.ndarray, src_st: np.ndarray, out: np.ndarray, out_st: np.ndarray, filt: np.ndarray,
