@@ -123,9 +123,10 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     kernel of its own (``_forward_kernel_for((False, True, ...))``): filter rows of 3, 5 and 7 taps in
     blocks of 8 positions (the last block overlapping the one before), over x rows staged with
     zero margins (C = 48; one job per image) or read in place (C = 16: the edge positions tap
-    by tap). A y off the lines, or below the threshold,
-    takes plain stores. Bit for bit the documented order every way, nothing around the view
-    written."""
+    by tap). A y off the lines (3 elements past one here, as NumPy's own arrays start 16 bytes past
+    one) is summed row by row in the row buffer and streamed from there (``writers._stream_row``:
+    the partial lines at the ends of each row plain); below the threshold, plain stores. Bit for
+    bit the documented order every way, nothing around the view written."""
     rng = np.random.default_rng(k * c + w)
     n, h, pad = 2, 5, k // 2
     x = random_values(rng, (n, h, w, c), np.float32)
@@ -140,14 +141,16 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     longest_row, nine = plan._tap_paths(k, k, 1, 1, c, np.float32, False)
     assert longest_row == k
     size = n * h * w * c
-    for shift, threshold, streamed in ((None, 0, True), (3, 0, False), (None, 1 << 62, False)):
+    for shift, threshold, streamed, stream_rows in ((None, 0, True, False), (3, 0, False, True),
+                                                    (None, 1 << 62, False, False)):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
         buffer = np.full(size + 32, 7.0, np.float32)
         if shift is None:  # the first element on a 64-byte line
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, longest_row, nine, element_kinds.FLOAT))
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, stream_rows, longest_row, nine,
+                                                            element_kinds.FLOAT))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
 

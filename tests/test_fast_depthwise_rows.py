@@ -157,10 +157,10 @@ def test_streamed_dx_rows(stride, n, c):
     """A dx of 16 (8) MiB is written with non-temporal stores when every position starts on a
     64-byte line, straight from the registers: whole filter rows (``_taps_rows``; C = 256, staged
     rows) and 9 taps with weights in registers (``_taps9_2x2``; C = 32, rows read in place). A
-    strided dx that does not start on a line goes row by row through a row buffer, rows starting
-    at any element offset (the first and last partial lines of every row through plain stores);
-    with stride 1, plain stores. Checked against brute force, the same bits every way, and
-    nothing around the view written."""
+    dx that does not start on a line (as NumPy's own arrays, 16 bytes past one) goes row by row
+    through a row buffer, rows starting at any element offset (the first and last partial lines
+    of every row through plain stores). Checked against brute force, the same bits every way,
+    and nothing around the view written."""
     rng = np.random.default_rng(stride)
     h, w = 128, 128
     oh = -(-h // stride)  # SAME (D1 and D2 geometry): pad before = half the total, rounded down

@@ -39,7 +39,7 @@ class CallPlan(NamedTuple):
     rows_stand_in: np.ndarray  # the empty read-only array passed where rows are staged
     direct_out: bool  # the output's rows are the accumulator
     out_stand_in: np.ndarray  # the empty array passed where they are not
-    stream_rows: bool  # backprop input: dx rows streamed from the row buffer
+    stream_rows: bool  # output rows streamed from the row buffer (``writers._stream_row``)
     stream_in_place: bool  # output streamed straight from the registers
     acc: type  # the sums' type, and the weight table's
     pitch: int  # the weight table's and the staged rows' distance between positions (``_pitch``)
@@ -83,19 +83,26 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     direct_in = (native and stride_w == 1 and (planar or mult == 1) and pitch == width and margins == (0, 0)
                  and _direct_rows(x_st, in_w, chans, planar))
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
-    # A y beyond the cache whose positions start on 64-byte lines is written with non-temporal
-    # stores straight from the registers, as backprop input writes dx (docs/performance.md)
+    # A y beyond the cache is written with non-temporal stores, as backprop input writes dx
+    # (docs/performance.md): straight from the registers where its positions start on 64-byte
+    # lines; else, where its rows are one run each, from the row buffer (``_stream_row``: its
+    # whole lines streamed, the partial lines at its ends plain), which NumPy's `out=` arrays
+    # (16 bytes past a line) need: plain stores read every line first.
     out_bytes = math.prod(y_shape) * dtype.itemsize
-    stream_in_place = direct_out and not planar and out_bytes >= streaming_bytes and on_lines
+    stream_out = direct_out and not planar and out_bytes >= streaming_bytes
+    stream_in_place = stream_out and on_lines
+    stream_rows = stream_out and not on_lines and y_st[3] == 1 and y_st[2] == width
+    direct_out = direct_out and not stream_rows
     shifts = None
     if planar and stride_h == stride_w == 1 and finite:
         shifts = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left, pitch)
-    path = (planar, stream_in_place, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
+    path = (planar, stream_in_place, stream_rows, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
             HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-out_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
-                    np.empty(0, acc), False, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins, shifts)
+                    np.empty(0, acc), stream_rows, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins,
+                    shifts)
 
 
 @functools.lru_cache(maxsize=512)
@@ -118,12 +125,12 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
     direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
     # A dx beyond the cache skips the read for ownership of its lines: straight from the registers
-    # when its positions start on 64-byte lines; through a row buffer where that paid
-    # (docs/performance.md): a strided dx (s*s times dy's size), and the rows _streams_rows picks.
+    # when its positions start on 64-byte lines; else through a row buffer (docs/performance.md),
+    # as for NumPy's `out=` arrays (16 bytes past a line), and the rows _streams_rows picks.
     out_bytes = math.prod(dx_shape) * dtype.itemsize
     stream_out = direct_out and not planar and out_bytes >= streaming_bytes
     stream_in_place = stream_out and on_lines
-    stream_rows = (stream_out and not stream_in_place and stride_w > 1) or _streams_rows(
+    stream_rows = (stream_out and not stream_in_place) or _streams_rows(
         out_bytes, dtype, dx_st, chans, mult, stride_w, planar, streaming_bytes)
     shifts = None
     if planar and stride_h == stride_w == 1 and finite:

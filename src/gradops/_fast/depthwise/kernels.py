@@ -43,15 +43,16 @@ def _tap_lists(taps, wv):
 
 
 @kernel_factory
-def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
-    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), its tap
-    paths (``plan._tap_paths``: longest_row, nine) and the element ``kind`` (``codecs``: float,
+def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
+    """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), whether y
+    rows are streamed from the row buffer (``stream_rows``), its tap paths (``plan._tap_paths``:
+    longest_row, nine) and the element ``kind`` (``codecs``: float,
     or which half type, so that a half kernel carries one type's conversions), as constants:
     numba prunes the branches a flag rules out before typing them, so a call compiles only its
     layout's row code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y
     streamed in place (beyond the cache), with False otherwise, never both, and only the filter
     rows its filter has (issue 23, cold start)."""
-    planar_path, stream_in_place_path, longest_row, nine, kind = path
+    planar_path, stream_in_place_path, stream_rows_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
     plain_stores_path = not (planar_path or stream_in_place_path)
 
@@ -60,7 +61,9 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
                         y_direct, direct_out, geo, planar, rows_per_job, margin_l, margin_r):
         """``stream_in_place_path`` (channels-last, ``direct_out``, every y position on a 64-byte line):
         y is written with non-temporal stores straight from the registers, which skips the read
-        for ownership of its lines, so the stores drain while the next blocks compute.
+        for ownership of its lines, so the stores drain while the next blocks compute;
+        ``stream_rows_path`` (rows of one run, off the lines): each y row summed in the row
+        buffer, then streamed (``_stream_row``).
         ``margin_l`` / ``margin_r`` (stride 1, staged channels-last rows, finite weights; see
         ``_forward_margins``): zero positions on each side of every staged x row, so that every tap
         of a row reaches every y column and the row is one segment, without edges. Staged rows
@@ -164,12 +167,14 @@ def _forward_kernel_for(path: tuple[bool, bool, int, bool, int]):
                     if planar_path:
                         for k in range(width):
                             _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
+                    elif stream_rows_path:
+                        _stream_row(acc, out_w * width, y, y_row, kind)
                     elif y_st[3] == 1 and y_st[2] == width:
                         _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
                     else:
                         for ox in range(out_w):
                             _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
-            if stream_in_place_path:
+            if stream_in_place_path or stream_rows_path:
                 simd.store_fence()  # the rows are visible before the chunk is reported done
             finish(counters)
 
