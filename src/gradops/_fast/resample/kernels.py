@@ -25,7 +25,8 @@ from .columns_first import _columns_first
 from .narrow import _narrow_rows
 from .rows import _consecutive_slots, _next_item, _product_taps, _sum_rows
 from .tuning import PREFETCH_SOURCE_BYTES
-from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units
+from .plan import IN_PLACE, STAGED
+from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units, _stream_staged
 
 
 @njit(inline="always")
@@ -79,8 +80,10 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
         of slot ``k`` of column ``j`` relative to its block's first one, or 0 (padding). A work item
         is (i0, i1, i2, column block).
 
-        ``stream`` (see ``plan._streams``): pixels of one or two slots read directly (float32), or of
-        four from the row sum, are written with non-temporal stores; the same sums."""
+        ``stream`` (see ``plan._streams``): ``IN_PLACE``, pixels of one or two slots read directly
+        (float32), or of four from the row sum, are written with non-temporal stores; ``STAGED``,
+        each work item's pixels are written to ``staged``, a row of this thread's at the same
+        columns, then streamed to dst from there (``writers._stream_staged``); the same sums."""
         (src_strides, dst_strides, dst_shape, ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
          block_columns, block_first, block_count, column_identity, slot, slot_weight, affine, affine_base,
          affine_weight, weighted, zero, max_taps, columns_first) = plan
@@ -113,6 +116,8 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
         tags = np.full(ring, -1, np.int64)
         cc_base = np.empty(max_taps, np.int64)
         ring_next = 0
+        in_place = stream == IN_PLACE  # the writers' flag
+        staged = np.empty(n3 * units if stream == STAGED else 0, dst.dtype)
         while True:
             chunk = claim(counters)
             if chunk >= chunks:
@@ -139,23 +144,27 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
                 column0 = block * block_columns
                 columns = min(block_columns, n3 - column0)
                 out = dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + column0 * d3
+                if stream == STAGED:
+                    target, at = staged, column0 * units
+                else:
+                    target, at = dst, out
                 if columns_first_path and columns_first and taps > 0:
                     ahead_rows = 0
                     if prefetch and i2 + 1 < n2:
                         ahead_rows = _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0,
                                                  ptr1, src1, ptr2, src2, i0, i1, i2 + 1)
-                    ring_next = _columns_first(dst, out, src, tap_base, tap_weight, taps, cc, tags, cc_base,
+                    ring_next = _columns_first(target, at, src, tap_base, tap_weight, taps, cc, tags, cc_base,
                                                ring_next, row_sum, units, slot, slot_weight, block_first[0], columns,
-                                               affine, affine_base, affine_weight, zero, stream, ahead, ahead_rows,
+                                               affine, affine_base, affine_weight, zero, in_place, ahead, ahead_rows,
                                                count * units)
                 elif direct_path and direct_units and 1 <= taps <= 2:
                     # NHWC pixels of one or two slots from one or two source rows: read them directly.
-                    _store_direct(dst, out, d3, src, np.uint64(tap_base[0] + shift),
+                    _store_direct(target, at, d3, src, np.uint64(tap_base[0] + shift),
                                   np.uint64(tap_base[taps - 1] + shift),
                                   tap_weight[0], tap_weight[taps - 1], slot, slot_weight, column0, columns, units, taps,
-                                  direct_slots, direct_weighted, zero, stream and _float32(dst))
+                                  direct_slots, direct_weighted, zero, in_place and _float32(dst))
                 elif pixel_sums_path and pixel_sums:
-                    _store_pixel_sums(dst, out, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
+                    _store_pixel_sums(target, at, d3, src, tap_base, taps, shift, slot, column0, columns, units, vector,
                                       zero)
                 elif row_sum_path:
                     # Step 1: the row sum, as one contiguous run or one run of ``units`` per column.
@@ -165,7 +174,7 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
                     # Step 2: the column axis.
                     if identity_path:
                         for j in range(1 if dst_packed else columns):
-                            _store_run(dst, out + j * d3, 1 if dst_packed else d4, row_sum, (j + 1) * units,
+                            _store_run(target, at + j * d3, 1 if dst_packed else d4, row_sum, (j + 1) * units,
                                        columns * units if dst_packed else units)
                     elif affine_path:
                         # The affine span (if any) inside the block; the columns around it go through the slots.
@@ -176,21 +185,23 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
                             lo = hi = column0 + columns
                         if hi > lo:
                             # Source columns relative to the block's first one, + 1 for the padding unit.
-                            _store_affine(dst, np.uint64(out - column0), row_sum, affine_weight,
+                            _store_affine(target, np.uint64(at - column0), row_sum, affine_weight,
                                           np.uint64(lo // phases),
                                           np.uint64(hi // phases), np.uint64(affine_base[0] + 1 - block_first[block]),
                                           np.uint64(affine_base[1] + 1 - block_first[block]), phases, slots, zero)
                         for part in range(2):
                             first = column0 if part == 0 else hi
-                            _store_gathered(dst, out + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
+                            _store_gathered(target, at + (first - column0) * d3, d3, row_sum, slot, slot_weight, first,
                                             lo - column0 if part == 0 else column0 + columns - hi, weighted, zero)
                     else:
                         ahead_rows = 0
                         if prefetch and src_packed and block + 1 == blocks and i2 + 1 < n2:
                             ahead_rows = _rows_ahead(ahead, tap_base, taps, shift, src_offset, s0, s1, s2, ptr0, src0,
                                                      ptr1, src1, ptr2, src2, i0, i1, i2 + 1)
-                        _store_units(dst, out, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units,
-                                     weighted, zero, stream, src, ahead, ahead_rows, count * units)
+                        _store_units(target, at, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units,
+                                     weighted, zero, in_place, src, ahead, ahead_rows, count * units)
+                if stream == STAGED:
+                    _stream_staged(staged, at, columns * units, dst, out)
                 block += 1
                 if block == blocks:
                     block = 0

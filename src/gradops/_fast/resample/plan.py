@@ -54,20 +54,31 @@ def _flat(array: np.ndarray, bits: bool = False) -> tuple[np.ndarray, int, np.nd
     return buffer, offset, strides
 
 
-def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.ndarray) -> bool:
-    """Whether ``_contract`` writes this output with non-temporal stores, which skip reading each
-    output line before writing it: a float32 output of at least ``simd.STREAMING_THRESHOLD_BYTES``
-    made of packed pixels (NHWC) of whole vectors that all start on a 64-byte line. gradops' fresh
-    outputs start on one; NumPy's own large buffers 16 bytes past one (no streaming). float16
-    outputs of pixels of whole lines (32k channels) too, where the CPU converts half in hardware;
-    only their four-slot pixels stream, the others are stored as without the flag."""
+def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.ndarray) -> int:
+    """How ``_contract`` writes this output. 1: with non-temporal stores straight from its sums,
+    which skip reading each output line before writing it: a float32 output of at least
+    ``simd.STREAMING_THRESHOLD_BYTES`` made of packed pixels (NHWC) of whole vectors that all
+    start on a 64-byte line (gradops' fresh outputs start on one); float16 outputs of pixels of
+    whole lines (32k channels) too, where the CPU converts half in hardware; only their four-slot
+    pixels stream, the others are stored as without the flag. 2: such a float32 output whose
+    pixels are off the lines (NumPy's own large buffers start 16 bytes past one): each work item's
+    pixels are summed into a row of the thread's own, then streamed from there (``STAGED``).
+    0: plain stores."""
     lanes = simd.VECTOR_BYTES // buffer.itemsize
     units = shape[4]
-    return bool((buffer.dtype == np.float32 or (buffer.dtype == np.uint16 and half.HARDWARE_HALF))
-                and buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES
-                and strides[4] == 1 and strides[3] == units and units % lanes == 0
-                and (buffer.ctypes.data + buffer.itemsize * offset) % simd.VECTOR_BYTES == 0
+    pixel_rows = (buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES and strides[4] == 1 and strides[3] == units
+                  and units % lanes == 0)
+    if not pixel_rows:
+        return 0
+    on_lines = ((buffer.ctypes.data + buffer.itemsize * offset) % simd.VECTOR_BYTES == 0
                 and all(shape[d] == 1 or strides[d] % lanes == 0 for d in range(3)))
+    if buffer.dtype == np.float32:
+        return IN_PLACE if on_lines else STAGED
+    return IN_PLACE if on_lines and buffer.dtype == np.uint16 and half.HARDWARE_HALF else 0
+
+
+# ``_streams``' answers other than 0 (plain stores)
+IN_PLACE, STAGED = 1, 2
 
 
 def _flat_buffer(array: np.ndarray, axes: tuple) -> np.ndarray:
