@@ -132,6 +132,14 @@ def load(typingctx, array, index):
     return vector_type(array, index), _load_codegen(vector_type, 0)
 
 
+@njit(inline="always")
+def line_head(dst, start, n):
+    """How many of ``dst[start : start + n]`` come before the first 64-byte line boundary: the
+    elements a streamed run writes with plain stores before its whole lines (``dst`` need only be
+    element-aligned)."""
+    return min(n, (-(dst.ctypes.data + start * dst.itemsize)) % LINE_BYTES // dst.itemsize)
+
+
 def mark_nontemporal(builder, store) -> None:
     """Mark an LLVM store non-temporal: the line is written without first being read for ownership."""
     store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))

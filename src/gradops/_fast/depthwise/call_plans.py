@@ -85,14 +85,15 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
     # A y beyond the cache is written with non-temporal stores, as backprop input writes dx
     # (docs/performance.md): straight from the registers where its positions start on 64-byte
-    # lines; else, where its rows are one run each, from the row buffer (``_stream_row``: its
-    # whole lines streamed, the partial lines at its ends plain), which NumPy's `out=` arrays
-    # (16 bytes past a line) need: plain stores read every line first.
+    # lines; else from the row buffer (``_stream_row``: its whole lines streamed, the partial
+    # lines at its ends plain), which NumPy's `out=` arrays (16 bytes past a line) need: plain
+    # stores read every line first. Channels-last rows y can be summed in (``direct_out``) are one
+    # run each, as the row buffer is.
     out_bytes = math.prod(y_shape) * dtype.itemsize
     stream_out = direct_out and not planar and out_bytes >= streaming_bytes
     stream_in_place = stream_out and on_lines
-    stream_rows = stream_out and not on_lines and y_st[3] == 1 and y_st[2] == width
-    direct_out = direct_out and not stream_rows
+    stream_rows = stream_out and not on_lines
+    direct_out = direct_out and not stream_rows  # the sums go to the row buffer first
     shifts = None
     if planar and stride_h == stride_w == 1 and finite:
         shifts = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)

@@ -6,19 +6,12 @@ for a dx beyond the cache, written with non-temporal stores (``plan._streams_row
 
 from __future__ import annotations
 
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from .. import half, row_njit, simd
 from ..numba_internals import NO_REFCOUNT
 from .codecs import _put, _store_run
-
-
-@njit(inline="always")
-def _line_head(dst, start, n):
-    """How many of ``dst[start : start + n]`` come before the first 64-byte line boundary: the
-    elements a streamed run writes with plain stores before its whole lines."""
-    return min(n, (-(dst.ctypes.data + start * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
 
 
 @row_njit
@@ -27,7 +20,7 @@ def _stream_row(buf, n, dst, start, kind):
     lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
     ends (``dst`` need only be element-aligned) with plain ones."""
     line = simd.VECTOR_BYTES // dst.itemsize
-    head = _line_head(dst, start, n)
+    head = simd.line_head(dst, start, n)
     _store_run(buf, 0, head, dst, start, 1, kind)
     i = head
     while i + line <= n:
@@ -66,7 +59,7 @@ def _pair_sums_run_impl(acc, n, combined, dst, start, kind, stream):
     if isinstance(dst.dtype, types.Float):
         def vectors(acc, n, combined, dst, start, kind, stream):
             lanes = simd.lanes(acc)
-            head = _line_head(dst, start, n) if stream else 0
+            head = simd.line_head(dst, start, n) if stream else 0
             for i in range(head):
                 dst[start + i] = acc[2 * i] + acc[2 * i + 1]
             i = head

@@ -54,16 +54,20 @@ def _flat(array: np.ndarray, bits: bool = False) -> tuple[np.ndarray, int, np.nd
     return buffer, offset, strides
 
 
+# How ``_contract`` writes an output (``_streams``), besides 0, plain stores
+IN_PLACE, STAGED = 1, 2
+
+
 def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.ndarray) -> int:
-    """How ``_contract`` writes this output. 1: with non-temporal stores straight from its sums,
-    which skip reading each output line before writing it: a float32 output of at least
+    """How ``_contract`` writes this output. ``IN_PLACE``: with non-temporal stores straight from
+    its sums, which skip reading each output line before writing it: a float32 output of at least
     ``simd.STREAMING_THRESHOLD_BYTES`` made of packed pixels (NHWC) of whole vectors that all
     start on a 64-byte line (gradops' fresh outputs start on one); float16 outputs of pixels of
     whole lines (32k channels) too, where the CPU converts half in hardware; only their four-slot
-    pixels stream, the others are stored as without the flag. 2: such a float32 output whose
-    pixels are off the lines (NumPy's own large buffers start 16 bytes past one): each work item's
-    pixels are summed into a row of the thread's own, then streamed from there (``STAGED``).
-    0: plain stores."""
+    pixels stream, the others are stored as without the flag. ``STAGED``: such a float32 output
+    whose pixels are off the lines (NumPy's own large buffers start 16 bytes past one): each work
+    item's pixels are summed into a row of the thread's own, then streamed from there. 0: plain
+    stores."""
     lanes = simd.VECTOR_BYTES // buffer.itemsize
     units = shape[4]
     pixel_rows = (buffer.nbytes >= simd.STREAMING_THRESHOLD_BYTES and strides[4] == 1 and strides[3] == units
@@ -75,10 +79,6 @@ def _streams(buffer: np.ndarray, offset: int, strides: np.ndarray, shape: np.nda
     if buffer.dtype == np.float32:
         return IN_PLACE if on_lines else STAGED
     return IN_PLACE if on_lines and buffer.dtype == np.uint16 and half.HARDWARE_HALF else 0
-
-
-# ``_streams``' answers other than 0 (plain stores)
-IN_PLACE, STAGED = 1, 2
 
 
 def _flat_buffer(array: np.ndarray, axes: tuple) -> np.ndarray:

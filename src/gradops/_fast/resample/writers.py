@@ -91,7 +91,7 @@ def _stream_staged_impl(staged, start, n, dst, out):
 
     def stream(staged, start, n, dst, out):
         lanes = simd.lanes(dst)
-        head = min(n, (-(dst.ctypes.data + out * dst.itemsize)) % simd.VECTOR_BYTES // dst.itemsize)
+        head = simd.line_head(dst, out, n)
         for i in range(head):
             dst[out + i] = staged[start + i]
         i = head
