@@ -89,6 +89,20 @@ def test_cache_can_be_disabled_and_is_bounded(cache_limit):
     assert _output_cache._CACHE.free_bytes <= 3 << 20
 
 
+def test_the_limit_counts_the_outputs_bytes(cache_limit):
+    """A limit of 4 MiB keeps two released 2 MiB outputs, though each buffer is a few bytes
+    larger (it is aligned): both come back, at their addresses, for the next two outputs."""
+    cache_limit("4")
+    x, dy = _big_pair(5)
+    results = [gradops.relu_grad(x, dy) for _ in range(2)]
+    addresses = {result.ctypes.data for result in results}
+    del results
+    gc.collect()
+    assert _output_cache._CACHE.free_bytes == 4 << 20
+    again = [gradops.relu_grad(x, dy) for _ in range(2)]
+    assert {result.ctypes.data for result in again} == addresses
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.int32])
 def test_a_buffer_released_by_one_dtype_serves_another(dtype):
     """The cache keeps each buffer's aligned address and makes each dtype's array interface once:

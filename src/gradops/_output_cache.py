@@ -57,18 +57,25 @@ class _Cache:
             if not fits:
                 return None
             block = self.free.pop(min(fits, key=lambda i: (self.free[i][0].size, -i)))
-            self.free_bytes -= block[0].size
+            self.free_bytes -= _counted(block[0])
             return block
 
     def give_back(self, raw: np.ndarray, address: int) -> None:
         limit = _limit_bytes()
         with self.lock:
-            if raw.size > limit:
+            if _counted(raw) > limit:
                 return
             self.free.append((raw, address))
-            self.free_bytes += raw.size
+            self.free_bytes += _counted(raw)
             while self.free_bytes > limit:  # forget the least recently released
-                self.free_bytes -= self.free.pop(0)[0].size
+                self.free_bytes -= _counted(self.free.pop(0)[0])
+
+
+def _counted(raw: np.ndarray) -> int:
+    """The bytes of outputs a buffer holds, as the limit counts them: without the slack that
+    aligns it, so that a limit of 1 GiB keeps 16 released outputs of 64 MiB, not 15 (a dask
+    worker's blocks, ``gradops.dask.bench``)."""
+    return raw.size - _ALIGNMENT
 
 
 _CACHE = _Cache()
