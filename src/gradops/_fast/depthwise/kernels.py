@@ -168,7 +168,7 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
                         for k in range(width):
                             _store_run(acc, k * out_w, out_w, y, y_row + k * y_st[3], y_st[2], kind)
                     elif stream_rows_path:
-                        _stream_row(acc, out_w * width, y, y_row, kind)
+                        _stream_row(acc, out_w * width, y, y_row)
                     elif y_st[3] == 1 and y_st[2] == width:
                         _store_run(acc, 0, out_w * width, y, y_row, 1, kind)
                     else:
@@ -309,7 +309,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                                                 ahead_n, longest_row, nine, False)
                         ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
                     if stream_rows_path and stream_rows and mult == 1:
-                        _stream_row(acc, in_w * chans, dx, dx_row, kind)
+                        _stream_row(acc, in_w * chans, dx, dx_row)
                     elif row_buffer_path and planar_path and not direct_out:
                         _store_planar_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, kind)
                     elif row_buffer_path and not direct_out:

@@ -9,42 +9,17 @@ from __future__ import annotations
 from numba import types
 from numba.extending import overload
 
-from .. import half, row_njit, simd
+from .. import row_njit, simd
+from ..codecs import stream_run
 from ..numba_internals import NO_REFCOUNT
 from .codecs import _put, _store_run
 
 
 @row_njit
-def _stream_row(buf, n, dst, start, kind):
-    """``dst[start:start + n] = buf[:n]``, rounded to dst's type (``_store_run``): whole 64-byte
-    lines of ``dst`` with non-temporal stores (``_stream_line``), the partial lines at the two
-    ends (``dst`` need only be element-aligned) with plain ones."""
-    line = simd.VECTOR_BYTES // dst.itemsize
-    head = simd.line_head(dst, start, n)
-    _store_run(buf, 0, head, dst, start, 1, kind)
-    i = head
-    while i + line <= n:
-        _stream_line(dst, start + i, buf, i)
-        i += line
-    _store_run(buf, i, n - i, dst, start + i, 1, kind)
-
-
-def _stream_line(dst, index, buf, i):
-    """The 64-byte line of ``dst`` at ``index`` = ``buf[i:]`` rounded to dst's type, with
-    non-temporal stores: one vector of float, two of float32 rounded to float16 bits."""
-
-
-@overload(_stream_line, inline="always")
-def _stream_line_impl(dst, index, buf, i):
-    if isinstance(dst.dtype, types.Float):
-        return lambda dst, index, buf, i: simd.store_stream(dst, index, simd.load(buf, i))
-    if dst.dtype == types.uint16 and half.HARDWARE_HALF:  # float16 bits (_streams_half_rows)
-        def half_line(dst, index, buf, i):
-            lanes = simd.lanes(buf)
-            simd.store_stream_half(dst, index, simd.load(buf, i))
-            simd.store_stream_half(dst, index + lanes, simd.load(buf, i + lanes))
-        return half_line
-    return lambda dst, index, buf, i: None  # never called: backprop_input streams no other rows
+def _stream_row(buf, n, dst, start):
+    """``dst[start:start + n] = buf[:n]`` streamed (``codecs.stream_run``: float rows, and float16
+    rows rounded from float32 sums): compiled once per array types, not inlined into each kernel."""
+    stream_run(buf, 0, n, dst, start)
 
 
 def _pair_sums_run(acc, n, combined, dst, start, kind, stream):

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from .. import simd
+from ..codecs import stream_run
 from ..first_calls import kernel_factory
 from ..numba_internals import NoAliasCompiler
 from ..pool import begin, claim, end, finish
@@ -26,7 +27,7 @@ from .narrow import _narrow_rows
 from .rows import _consecutive_slots, _next_item, _product_taps, _sum_rows
 from .tuning import PREFETCH_SOURCE_BYTES
 from .plan import IN_PLACE, STAGED
-from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units, _stream_staged
+from .writers import _store_direct, _store_gathered, _store_pixel_sums, _store_run, _store_units
 
 
 @njit(inline="always")
@@ -83,7 +84,7 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
         ``stream`` (see ``plan._streams``): ``IN_PLACE``, pixels of one or two slots read directly
         (float32), or of four from the row sum, are written with non-temporal stores; ``STAGED``,
         each work item's pixels are written to ``staged``, a row of this thread's at the same
-        columns, then streamed to dst from there (``writers._stream_staged``); the same sums."""
+        columns, then streamed to dst from there (``codecs.stream_run``); the same sums."""
         (src_strides, dst_strides, dst_shape, ptr0, src0, weight0, ptr1, src1, weight1, ptr2, src2, weight2,
          block_columns, block_first, block_count, column_identity, slot, slot_weight, affine, affine_base,
          affine_weight, weighted, zero, max_taps, columns_first) = plan
@@ -201,7 +202,7 @@ def _contract_kernel(path: tuple[bool, int, int, bool, bool, bool, bool, bool]):
                         _store_units(target, at, d3, d4, row_sum, vector, slot, slot_weight, column0, columns, units,
                                      weighted, zero, in_place, src, ahead, ahead_rows, count * units)
                 if stream == STAGED:
-                    _stream_staged(staged, at, columns * units, dst, out)
+                    stream_run(staged, at, columns * units, dst, out)
                 block += 1
                 if block == blocks:
                     block = 0

@@ -77,32 +77,6 @@ def _stream_direct_impl(dst, base, d3, src, b0, b1, w0, w1, slot, weight, column
     return stream
 
 
-def _stream_staged(staged, start, n, dst, out):
-    """``dst[out : out + n] = staged[start : start + n]``, dst's whole 64-byte lines with
-    non-temporal stores, the partial lines at the two ends (``dst`` need only be element-aligned)
-    with plain ones: a work item's pixels, summed into a row of the thread's (``plan._streams``:
-    ``STAGED``, float32 only)."""
-
-
-@overload(_stream_staged, inline="always")
-def _stream_staged_impl(staged, start, n, dst, out):
-    if dst.dtype != types.float32:
-        return lambda staged, start, n, dst, out: None  # never called: only float32 pixels are staged
-
-    def stream(staged, start, n, dst, out):
-        lanes = simd.lanes(dst)
-        head = simd.line_head(dst, out, n)
-        for i in range(head):
-            dst[out + i] = staged[start + i]
-        i = head
-        while i + lanes <= n:
-            simd.store_stream(dst, out + i, simd.load(staged, start + i))
-            i += lanes
-        for k in range(i, n):
-            dst[out + k] = staged[start + k]
-    return stream
-
-
 @njit(inline="always")
 def _slot_vector(src, start, weight, weighted):
     """``_masked`` / ``_masked_sum`` of one vector: a padding slot (weight 0, reading the block's
