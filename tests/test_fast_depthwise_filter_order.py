@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from gradops._fast import depthwise as fast
+from gradops._fast.depthwise import plan as fast_plan
+from gradops._fast.depthwise.call_plans import filter_plan
 
 from fast_depthwise_cases import BF16, bits
 
@@ -91,3 +93,48 @@ def test_backprop_filter_sums_in_the_documented_order(case, dtype, layout):
     out = np.empty((fh, fw, c, m), dtype)
     fast.backprop_filter(x_in, dy_in, out, *stride, *dil, *pad)
     np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+def _at_line_offset(array, elements):
+    """A copy of ``array`` that starts ``elements`` elements past a 64-byte line."""
+    raw = np.empty(array.nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + elements * array.itemsize
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+LINE_CASES = [
+    # (N, H, W, C, fh, fw, pad): channels of whole 64-byte lines, rows of 16 positions or more read
+    # in place: every tap's first and last position, whole and partial blocks
+    (2, 6, 37, 16, 3, 3, (1, 1)),
+    (1, 5, 20, 32, 5, 5, (2, 2)),
+    (2, 4, 33, 48, 3, 3, (0, 0)),
+]
+
+
+@pytest.mark.parametrize("case", LINE_CASES)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
+def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(case, dtype):
+    """Rows that start ``shift`` elements past a line (NumPy's large arrays start 16 bytes past
+    one) are walked with vectors moved back to the line, the first of each position straddling
+    the previous position (``lanes._lane_rows``): at every offset, the same bits as the order's
+    model; x and dy at different offsets are walked as they are."""
+    n, h, w, c, fh, fw, pad = case
+    rng = np.random.default_rng(w + c)
+    oh, ow = h + 2 * pad[0] - fh + 1, w + 2 * pad[1] - fw + 1
+    x = rng.standard_normal((n, h, w, c)).astype(dtype)
+    dy = rng.standard_normal((n, oh, ow, c)).astype(dtype)
+    expected = bits(lane_order_backprop_filter(x, dy, fh, fw, (1, 1), (1, 1), pad, dtype))
+    line = 64 // dtype.itemsize
+    for x_shift, dy_shift in [(s, s) for s in range(line)] + [(1, 2), (0, 3)]:
+        x_in, dy_in = _at_line_offset(x, x_shift), _at_line_offset(dy, dy_shift)
+        (_, x_off, x_st), (_, dy_off, dy_st) = fast_plan._kernel_view(x_in, True), fast_plan._kernel_view(dy_in, True)
+        plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), dtype, (fh, fw, c, 1),
+                           (1, 1, 1, 1, *pad))
+        assert plan.walks_from_lines
+        walked = fast_plan.filter_line_shift(x_in.reshape(-1), x_off, dy_in.reshape(-1), dy_off)
+        assert walked == (x_shift if x_shift == dy_shift else 0)
+        out = np.empty((fh, fw, c, 1), dtype)
+        fast.backprop_filter(x_in, dy_in, out, 1, 1, 1, 1, *pad)
+        np.testing.assert_array_equal(bits(out), expected, err_msg=f"x at +{x_shift}, dy at +{dy_shift}")

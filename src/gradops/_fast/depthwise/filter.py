@@ -35,8 +35,10 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
-                                dy_st, dy_direct, direct_dy, partial, geo, planar, kind, group_rows):
-        """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
+                                dy_st, dy_direct, direct_dy, partial, geo, planar, kind, group_rows, shift):
+        """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order.
+        ``shift``: rows read in place that start that many elements past a 64-byte line, walked from
+        the line (``lanes._lane_rows``; 0 for any other rows)."""
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, _ = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
@@ -60,7 +62,8 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
                 end(epoch, role, seen)
                 return
             for chunk in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
-                lanes = np.zeros(taps * n_lanes * width, partial.dtype)  # [tap][lane][k] or [tap][k][lane]
+                # [tap][lane][k] (one more slot per tap with a shift) or [tap][k][lane]
+                lanes = np.zeros(taps * (n_lanes + (1 if shift > 0 else 0)) * width, partial.dtype)
                 ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
                 tags = np.full(ring_rows, -1, np.int64)
                 d_rows = np.empty(group_rows, np.int64)
@@ -118,7 +121,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
                         d_next, d_next_n, x_next, x_next_n = _next_rows(row + n_rows, rows, group_rows, geo, dy_off,
                                                                         dy_st, direct_dy, x_off, x_st, direct_x)
                         _lane_rows(lanes, n_lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi,
-                                   d_next, d_next_n, x_next, x_next_n)
+                                   d_next, d_next_n, x_next, x_next_n, shift)
                     elif not planar_path:
                         _lane_rows_in_memory(lanes, n_lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi)
                     row += n_rows
@@ -131,7 +134,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
                                 total += lanes[first + lane]
                             partial[chunk, t, k] = total
                 else:
-                    _add_lanes(lanes, n_lanes, width, partial[chunk].reshape(-1))
+                    _add_lanes(lanes, n_lanes, width, partial[chunk].reshape(-1), shift)
             finish(counters)
 
     return _backprop_filter_kernel

@@ -11,6 +11,16 @@ inside (``_term``): a select, not an add of zero, so a lane's sum is the same.
 Lanes live in memory as ``[tap][lane][k]`` (channels-last, ``n_lanes`` lanes per tap) or
 ``[tap][k][lane]`` (planar rows, ``_lane_dot``), and are added in lane order at the end of a
 chunk (``_add_lanes``).
+
+Rows read in place that start ``shift`` elements past a 64-byte line (NumPy's large arrays start
+16 bytes past one) are walked with their vectors of channels moved back to the line
+(``_lane_rows``' ``shift``; ``plan.filter_line_shift``): a vector that spans two lines costs two
+loads. Each position's first vector then straddles two positions: its first ``shift`` lanes are
+the previous position's last channels, the rest the position's first ones. ``[lane][k]`` has the
+layout of ``[position][k]``, so the straddling register of lane L is stored over lane L - 1's
+last channels and lane L's first; lane 0's, over an extra slot before lane 0 of each tap (slot 0;
+the lanes are slots 1-16), which holds lane 15's last channels (``_add_lanes``). Every element of
+a register still adds the terms of one lane in (row, ox) order: the same sums, the same bits.
 """
 
 from __future__ import annotations
@@ -95,8 +105,37 @@ def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g):
     return r0, r1, r2, r3, r4, r5, r6, r7
 
 
+@njit(inline="always")
+def _masked_term(k, r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, ox, shift, previous):
+    """Lane register ``k`` of the group plus the term of position ``ox``'s straddling vector in
+    its first ``shift`` lanes only (``previous``: position ox - 1's last channels) or in the
+    others only (position ox's first channels)."""
+    r = r0 if k == 0 else r1 if k == 1 else r2 if k == 2 else r3 if k == 3 else \
+        r4 if k == 4 else r5 if k == 5 else r6 if k == 6 else r7
+    term = simd.muladd(r, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width))
+    r = simd.choose_first(shift, term, r) if previous else simd.choose_first(shift, r, term)
+    if k == 0:
+        r0 = r
+    elif k == 1:
+        r1 = r
+    elif k == 2:
+        r2 = r
+    elif k == 3:
+        r3 = r
+    elif k == 4:
+        r4 = r
+    elif k == 5:
+        r5 = r
+    elif k == 6:
+        r6 = r
+    else:
+        r7 = r
+    return r0, r1, r2, r3, r4, r5, r6, r7
+
+
 @row_njit
-def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n):
+def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n,
+               shift):
     """Channels-last, ``n_rows`` dy rows (row r at ``d_rows[r]``): for each tap t, row r with
     ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*n_lanes + ox % 16)*width
     + k] += d[d_rows[r] + ox*width + k] * xs[x_cols[r, t] + ox*width + k]``, each lane receiving
@@ -107,11 +146,14 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
     multiple of 8) stay in registers over all the rows. The channels past the
     last whole vector go one by one. Meanwhile the lines the next rows read first,
     ``d[d_next:][:d_next_n]`` and ``xs[x_next:][:x_next_n]``, are requested into L2 a share per
-    (vector, tap): the walk reads lines far apart, which the CPU's prefetchers do not foresee."""
+    (vector, tap): the walk reads lines far apart, which the CPU's prefetchers do not foresee.
+    ``shift`` > 0: rows and vectors of channels that start ``shift`` elements past a line,
+    walked from the line (module docstring), into lanes of ``n_lanes + 1`` slots per tap."""
     v = simd.lanes(lanes)
     vectors = width - width % v
     taps = lo.size
     group = 8 if _EIGHT_LANES else 4
+    slots = n_lanes + 1 if shift else n_lanes
     line = simd.LINE_BYTES // d.itemsize
     d_share = simd.line_share(d_next_n, vectors // v * taps, line)
     x_share = simd.line_share(x_next_n, vectors // v * taps, line)
@@ -123,18 +165,33 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
             requested += 1
             if lo[t] >= hi[t]:
                 continue
+            # With a shift, vector 0 of each position straddles the one before (module docstring):
+            # positions lo + 1 .. hi - 1 whole; at lo its own channels only (lo - 1 is outside the
+            # tap's positions), at hi position hi - 1's last channels only. lo is the first
+            # position of its lane and hi the last, so every lane keeps its order.
+            straddles = shift > 0 and j == 0
+            first, last = lo[t] % _LANES, hi[t] % _LANES
+            whole_from = lo[t] + 1 if straddles else lo[t]
             for g in range(0, n_lanes, group):
-                at = (t * n_lanes + g) * width + j
+                at = (t * slots + slots - n_lanes + g) * width + j - shift
                 r0, r1, r2, r3 = _load4(lanes, at, width)
                 r4, r5, r6, r7 = _load4(lanes, at + 4 * width if _EIGHT_LANES else at, width)
                 for r in range(n_rows):
-                    if x_cols[r, t] != _NO_ROW:
-                        r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, d_rows[r] + j,
-                                                                    xs, x_cols[r, t] + j, width, lo[t], hi[t], g)
+                    if x_cols[r, t] == _NO_ROW:
+                        continue
+                    dp, xp = d_rows[r] + j - shift, x_cols[r, t] + j - shift
+                    if straddles and g <= first < g + group:
+                        r0, r1, r2, r3, r4, r5, r6, r7 = _masked_term(first - g, r0, r1, r2, r3, r4, r5, r6, r7, d,
+                                                                      dp, xs, xp, width, lo[t], shift, False)
+                    r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width,
+                                                                whole_from, hi[t], g)
+                    if straddles and g <= last < g + group:
+                        r0, r1, r2, r3, r4, r5, r6, r7 = _masked_term(last - g, r0, r1, r2, r3, r4, r5, r6, r7, d,
+                                                                      dp, xs, xp, width, hi[t], shift, True)
                 _store4(lanes, at, width, r0, r1, r2, r3)
                 if _EIGHT_LANES:
                     _store4(lanes, at + 4 * width, width, r4, r5, r6, r7)
-    for k in range(vectors, width):
+    for k in range(vectors, width):  # never with a shift (plan.filter_line_shift: whole vectors)
         for t in range(taps):
             base = t * n_lanes * width + k
             for r in range(n_rows):
@@ -164,13 +221,19 @@ def _lane_rows_in_memory(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, l
 
 
 @row_njit
-def _add_lanes(lanes, n_lanes, width, totals):
+def _add_lanes(lanes, n_lanes, width, totals, shift):
     """Channels-last ``totals[t*width + k]`` = lanes 0, 1, ... of (t, k) added in order: a vector
-    of channels at a time, each lane a unit-stride run of ``lanes``."""
+    of channels at a time, each lane a unit-stride run of ``lanes``. ``shift`` > 0 (``_lane_rows``):
+    ``n_lanes + 1`` slots per tap, lane 15's last ``shift`` channels in the first; they are
+    moved to their lane's slot first."""
     v = simd.lanes(lanes)
     vectors = width - width % v
+    slots = n_lanes + 1 if shift else n_lanes
     for t in range(totals.size // width):
-        first = t * n_lanes * width
+        first = (t * slots + slots - n_lanes) * width
+        if shift:
+            for k in range(width - shift, width):
+                lanes[first + (n_lanes - 1) * width + k] = lanes[first - width + k]
         for j in range(0, vectors, v):
             total = simd.load(lanes, first + j)
             for lane in range(1, n_lanes):

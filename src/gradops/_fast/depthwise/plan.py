@@ -133,6 +133,23 @@ def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) 
                 and (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES == 0)
 
 
+def filter_line_shift(x_buf: np.ndarray, x_off: int, dy_buf: np.ndarray, dy_off: int) -> int:
+    """How many elements past a 64-byte line the filter gradient's x and dy rows start when
+    both start at the same point of a line, else 0 (``lanes._lane_rows``' ``shift``). Asked only
+    of a plan whose rows and positions span whole lines (``call_plans.filter_plan``'s
+    ``walks_from_lines``), so one offset holds for every row and position of both."""
+    x_at = (x_buf.ctypes.data + x_off * x_buf.itemsize) % simd.LINE_BYTES
+    dy_at = (dy_buf.ctypes.data + dy_off * dy_buf.itemsize) % simd.LINE_BYTES
+    return x_at // x_buf.itemsize if x_at == dy_at and x_at % x_buf.itemsize == 0 else 0
+
+
+def _spans_lines(strides: tuple, width: int, itemsize: int) -> bool:
+    """Whether rows of ``width`` channels-last channels, at these element strides, keep every row's
+    positions at one point of their lines: whole lines per position, row and image."""
+    line = simd.LINE_BYTES // itemsize
+    return width % line == 0 and strides[0] % line == 0 and strides[1] % line == 0
+
+
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> tuple[np.ndarray, bool]:
     """The filter as ``[tap][k]`` floats of type ``acc``, flat: tap ``t``'s weights start at
     ``t * pitch``, zeros after its C*M; and whether every weight is finite (the call plan's
