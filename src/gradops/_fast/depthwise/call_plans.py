@@ -26,8 +26,8 @@ import numpy as np
 
 from ..codecs import FLOAT, HALF_KINDS
 from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _accumulator, _direct_rows, _filter_chunks, _filter_group_rows,
-                   _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job, _spans_lines,
-                   _streams_rows, _tap_paths, _tap_shifts, _taps_per_plane, _zero_margins)
+                   _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows,
+                   _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
 
 
 class CallPlan(NamedTuple):
@@ -192,7 +192,7 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
     # from the lines where both x and dy keep one point of a line: vectors across two lines take two
     # loads (docs/performance.md)
     itemsize = np.dtype(acc).itemsize
-    walks_from_lines = (registers and direct_x and direct_dy and _spans_lines(x_st, width, itemsize)
-                        and _spans_lines(dy_st, width, itemsize))
+    walks_from_lines = (registers and direct_x and direct_dy and _whole_lines(x_st, width, itemsize)
+                        and _whole_lines(dy_st, width, itemsize))
     return FilterPlan((planar, registers), chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, planar,
                       HALF_KINDS.get(dtype, FLOAT), group_rows, walks_from_lines)

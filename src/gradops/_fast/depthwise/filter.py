@@ -20,7 +20,7 @@ from numba import njit
 from ..first_calls import kernel_factory
 from ..pool import begin, claim, end, finish
 from .codecs import _store_one
-from .lanes import _NO_ROW, _add_lanes, _lane_dot, _lane_rows, _lane_rows_in_memory
+from .lanes import _NO_ROW, _add_lanes, _lane_dot, _lane_rows, _lane_rows_in_memory, lane_slots
 from .plan import _LANES
 from .staging import _column_taps, _stage_channels_last, _stage_planar
 
@@ -63,7 +63,7 @@ def _backprop_filter_kernel_for(path: tuple[bool, bool]):
                 return
             for chunk in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
                 # [tap][lane][k] (one more slot per tap with a shift) or [tap][k][lane]
-                lanes = np.zeros(taps * (n_lanes + (1 if shift > 0 else 0)) * width, partial.dtype)
+                lanes = np.zeros(taps * lane_slots(n_lanes, shift) * width, partial.dtype)
                 ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
                 tags = np.full(ring_rows, -1, np.int64)
                 d_rows = np.empty(group_rows, np.int64)

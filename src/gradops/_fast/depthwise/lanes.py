@@ -106,31 +106,29 @@ def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g):
 
 
 @njit(inline="always")
-def _masked_term(k, r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, ox, shift, previous):
-    """Lane register ``k`` of the group plus the term of position ``ox``'s straddling vector in
-    its first ``shift`` lanes only (``previous``: position ox - 1's last channels) or in the
-    others only (position ox's first channels)."""
-    r = r0 if k == 0 else r1 if k == 1 else r2 if k == 2 else r3 if k == 3 else \
-        r4 if k == 4 else r5 if k == 5 else r6 if k == 6 else r7
+def _masked(r, k, d, dp, xs, xp, width, ox, shift, previous):
+    """Lane register ``r`` plus the term of position ``ox``'s straddling vector in its first
+    ``shift`` lanes only (``previous``: position ox - 1's last channels) or in the others only
+    (position ox's first channels), if ``k`` == 0; else ``r`` unchanged."""
+    if k != 0:
+        return r
     term = simd.muladd(r, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width))
-    r = simd.choose_first(shift, term, r) if previous else simd.choose_first(shift, r, term)
-    if k == 0:
-        r0 = r
-    elif k == 1:
-        r1 = r
-    elif k == 2:
-        r2 = r
-    elif k == 3:
-        r3 = r
-    elif k == 4:
-        r4 = r
-    elif k == 5:
-        r5 = r
-    elif k == 6:
-        r6 = r
-    else:
-        r7 = r
-    return r0, r1, r2, r3, r4, r5, r6, r7
+    return simd.choose_first(shift, term, r) if previous else simd.choose_first(shift, r, term)
+
+
+@njit(inline="always")
+def _masked4(r0, r1, r2, r3, k, d, dp, xs, xp, width, ox, shift, previous):
+    """``_masked`` of register ``k`` of four (none when ``k`` is outside 0-3)."""
+    return (_masked(r0, k, d, dp, xs, xp, width, ox, shift, previous),
+            _masked(r1, k - 1, d, dp, xs, xp, width, ox, shift, previous),
+            _masked(r2, k - 2, d, dp, xs, xp, width, ox, shift, previous),
+            _masked(r3, k - 3, d, dp, xs, xp, width, ox, shift, previous))
+
+
+@njit(inline="always")
+def lane_slots(n_lanes, shift):
+    """Slots per tap of a lane table: one more than the lanes with a ``shift`` (module docstring)."""
+    return n_lanes + 1 if shift > 0 else n_lanes
 
 
 @row_njit
@@ -153,7 +151,7 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
     vectors = width - width % v
     taps = lo.size
     group = 8 if _EIGHT_LANES else 4
-    slots = n_lanes + 1 if shift else n_lanes
+    slots = lane_slots(n_lanes, shift)
     line = simd.LINE_BYTES // d.itemsize
     d_share = simd.line_share(d_next_n, vectors // v * taps, line)
     x_share = simd.line_share(x_next_n, vectors // v * taps, line)
@@ -181,13 +179,17 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
                         continue
                     dp, xp = d_rows[r] + j - shift, x_cols[r, t] + j - shift
                     if straddles and g <= first < g + group:
-                        r0, r1, r2, r3, r4, r5, r6, r7 = _masked_term(first - g, r0, r1, r2, r3, r4, r5, r6, r7, d,
-                                                                      dp, xs, xp, width, lo[t], shift, False)
+                        r0, r1, r2, r3 = _masked4(r0, r1, r2, r3, first - g, d, dp, xs, xp, width, lo[t], shift, False)
+                        if _EIGHT_LANES:
+                            r4, r5, r6, r7 = _masked4(r4, r5, r6, r7, first - g - 4, d, dp, xs, xp, width, lo[t],
+                                                      shift, False)
                     r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width,
                                                                 whole_from, hi[t], g)
                     if straddles and g <= last < g + group:
-                        r0, r1, r2, r3, r4, r5, r6, r7 = _masked_term(last - g, r0, r1, r2, r3, r4, r5, r6, r7, d,
-                                                                      dp, xs, xp, width, hi[t], shift, True)
+                        r0, r1, r2, r3 = _masked4(r0, r1, r2, r3, last - g, d, dp, xs, xp, width, hi[t], shift, True)
+                        if _EIGHT_LANES:
+                            r4, r5, r6, r7 = _masked4(r4, r5, r6, r7, last - g - 4, d, dp, xs, xp, width, hi[t],
+                                                      shift, True)
                 _store4(lanes, at, width, r0, r1, r2, r3)
                 if _EIGHT_LANES:
                     _store4(lanes, at + 4 * width, width, r4, r5, r6, r7)
@@ -228,7 +230,7 @@ def _add_lanes(lanes, n_lanes, width, totals, shift):
     moved to their lane's slot first."""
     v = simd.lanes(lanes)
     vectors = width - width % v
-    slots = n_lanes + 1 if shift else n_lanes
+    slots = lane_slots(n_lanes, shift)
     for t in range(totals.size // width):
         first = (t * slots + slots - n_lanes) * width
         if shift:

@@ -128,26 +128,29 @@ def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> b
 def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
     """Whether every channels-last position of a flat view starts on a 64-byte line and spans
     whole lines (unit channel stride)."""
-    line = simd.LINE_BYTES // buffer.itemsize
-    return bool(strides[3] == 1 and chans % line == 0 and all(s % line == 0 for s in strides[:3])
-                and (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES == 0)
+    return _whole_lines(strides, chans, buffer.itemsize) and _line_offset(buffer, offset) == 0
+
+
+def _whole_lines(strides, chans: int, itemsize: int) -> bool:
+    """Whether channels-last positions of ``chans`` channels at these element strides (unit channel
+    stride) span whole 64-byte lines, and so do rows and images: every position then starts at the
+    same point of a line as the view's first element."""
+    line = simd.LINE_BYTES // itemsize
+    return bool(strides[3] == 1 and chans % line == 0 and all(s % line == 0 for s in strides[:3]))
+
+
+def _line_offset(buffer: np.ndarray, offset: int) -> int:
+    """How many bytes past a 64-byte line element ``offset`` of ``buffer`` starts."""
+    return (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES
 
 
 def filter_line_shift(x_buf: np.ndarray, x_off: int, dy_buf: np.ndarray, dy_off: int) -> int:
     """How many elements past a 64-byte line the filter gradient's x and dy rows start when
     both start at the same point of a line, else 0 (``lanes._lane_rows``' ``shift``). Asked only
-    of a plan whose rows and positions span whole lines (``call_plans.filter_plan``'s
-    ``walks_from_lines``), so one offset holds for every row and position of both."""
-    x_at = (x_buf.ctypes.data + x_off * x_buf.itemsize) % simd.LINE_BYTES
-    dy_at = (dy_buf.ctypes.data + dy_off * dy_buf.itemsize) % simd.LINE_BYTES
+    of a plan whose positions, rows and images span whole lines (``_whole_lines``;
+    ``call_plans.filter_plan``'s ``walks_from_lines``), so one offset holds for all of them."""
+    x_at, dy_at = _line_offset(x_buf, x_off), _line_offset(dy_buf, dy_off)
     return x_at // x_buf.itemsize if x_at == dy_at and x_at % x_buf.itemsize == 0 else 0
-
-
-def _spans_lines(strides: tuple, width: int, itemsize: int) -> bool:
-    """Whether rows of ``width`` channels-last channels, at these element strides, keep every row's
-    positions at one point of their lines: whole lines per position, row and image."""
-    line = simd.LINE_BYTES // itemsize
-    return width % line == 0 and strides[0] % line == 0 and strides[1] % line == 0
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> tuple[np.ndarray, bool]:
