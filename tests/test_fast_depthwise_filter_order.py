@@ -1,12 +1,13 @@
 """The fast backprop filter sums in the order its docstring documents (``_fast/depthwise/filter``):
-per filter element, 16 lanes, lane ``ox % 16`` adding its (row, ox) terms in order; lanes added in
-order; then min(64, N*OH, max(8, ceil(N*OH*OW / 256))) chunks of consecutive rows, added in chunk
-order, and rounded once.
+per filter element, 2 lanes, lane ``ox % 2`` adding its (row, ox) terms in order; lane 0 + lane 1;
+then min(64, N*OH, max(8, ceil(N*OH*OW / 256))) chunks of consecutive rows, added in chunk order,
+and rounded once.
 
 The model below follows that description with NumPy scalars of the accumulator type (each
 product and each sum rounded, as IEEE arithmetic does), so the kernel must match it bit for bit
-whatever code path it takes: vectors with lanes in registers, lanes in memory, the channels past
-the last whole vector, strides (residue planes), multipliers (staged rows) and half types.
+whatever code path it takes: vectors with lanes in registers (passes of 3 taps and taps alone),
+lanes in memory, the channels past the last whole vector, strides (residue planes), multipliers
+(staged rows), planar rows (staged) and half types.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gradops._fast.depthwise.call_plans import filter_plan
 
 from fast_depthwise_cases import BF16, bits
 
-LANES, CHUNKS = 16, 64
+LANES, CHUNKS = 2, 64
 
 
 def lane_order_backprop_filter(x, dy, fh, fw, stride, dil, pad, out_dtype):
@@ -67,6 +68,7 @@ CASES = [
     (2, 7, 7, 40, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
     (1, 8, 52, 17, 1, 3, 3, (2, 1), (2, 3), (2, 3)),
     (2, 5, 40, 8, 3, 2, 4, (1, 1), (1, 1), (0, 2)),
+    (2, 6, 21, 24, 1, 3, 3, (1, 1), (1, 1), (0, 0)),  # pairs from position 0, odd row ends
     # narrow rows, more rows than chunks: float32 / float64 NHWC rows go several at a time
     (4, 40, 7, 24, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
     (3, 50, 9, 16, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
@@ -105,8 +107,8 @@ def _at_line_offset(array, elements):
 
 
 LINE_CASES = [
-    # (N, H, W, C, fh, fw, pad): channels of whole 64-byte lines, rows of 16 positions or more read
-    # in place: every tap's first and last position, whole and partial blocks
+    # (N, H, W, C, fh, fw, pad): rows of 16 positions or more read in place, every tap's first and
+    # last position, runs of odd and even length
     (2, 6, 37, 16, 3, 3, (1, 1)),
     (1, 5, 20, 32, 5, 5, (2, 2)),
     (2, 4, 33, 48, 3, 3, (0, 0)),
@@ -115,11 +117,9 @@ LINE_CASES = [
 
 @pytest.mark.parametrize("case", LINE_CASES)
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
-def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(case, dtype):
-    """Rows that start ``shift`` elements past a line (NumPy's large arrays start 16 bytes past
-    one) are walked with vectors moved back to the line, the first of each position straddling
-    the previous position (``lanes._lane_rows``): at every offset, the same bits as the order's
-    model; x and dy at different offsets are walked as they are."""
+def test_rows_at_any_line_offset_sum_in_the_documented_order(case, dtype):
+    """x and dy read in place at every offset from a 64-byte line (NumPy's large arrays start 16
+    bytes past one), equal and unequal: the same bits as the order's model."""
     n, h, w, c, fh, fw, pad = case
     rng = np.random.default_rng(w + c)
     oh, ow = h + 2 * pad[0] - fh + 1, w + 2 * pad[1] - fw + 1
@@ -129,12 +129,10 @@ def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(ca
     line = 64 // dtype.itemsize
     for x_shift, dy_shift in [(s, s) for s in range(line)] + [(1, 2), (0, 3)]:
         x_in, dy_in = _at_line_offset(x, x_shift), _at_line_offset(dy, dy_shift)
-        (_, x_off, x_st), (_, dy_off, dy_st) = fast_plan._kernel_view(x_in, True), fast_plan._kernel_view(dy_in, True)
+        (_, _, x_st), (_, _, dy_st) = fast_plan._kernel_view(x_in, True), fast_plan._kernel_view(dy_in, True)
         plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), dtype, (fh, fw, c, 1),
                            (1, 1, 1, 1, *pad))
-        assert plan.walks_from_lines
-        walked = fast_plan.filter_line_shift(x_in.reshape(-1), x_off, dy_in.reshape(-1), dy_off)
-        assert walked == (x_shift if x_shift == dy_shift else 0)
+        assert plan.path and plan.direct_x and plan.direct_dy  # lanes in registers, rows read in place
         out = np.empty((fh, fw, c, 1), dtype)
         fast.backprop_filter(x_in, dy_in, out, 1, 1, 1, 1, *pad)
         np.testing.assert_array_equal(bits(out), expected, err_msg=f"x at +{x_shift}, dy at +{dy_shift}")

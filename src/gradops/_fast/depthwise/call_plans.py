@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..codecs import FLOAT, HALF_KINDS
-from .plan import (_IN_PLACE_ROW_BYTES, _LANES, _accumulator, _direct_rows, _filter_chunks, _filter_group_rows,
-                   _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job, _streams_rows,
-                   _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
+from .plan import (_FILTER_REGISTER_POSITIONS, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _filter_chunks,
+                   _filter_group_rows, _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job,
+                   _streams_rows, _tap_paths, _tap_shifts, _taps_per_plane, _zero_margins)
 
 
 class CallPlan(NamedTuple):
@@ -154,17 +154,15 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
 class FilterPlan(NamedTuple):
     """What ``backprop_filter`` passes its kernel besides the data, and the partial sums' shape."""
 
-    path: tuple  # ``_backprop_filter_kernel_for``'s key: (planar rows, lanes in registers)
+    path: bool  # ``_backprop_filter_kernel_for``'s key: lanes in registers
     chunks: int  # row chunks, one partial sum each (``_filter_chunks``)
     acc: type  # the partial sums' type
     direct_x: bool  # x rows read in place
     direct_dy: bool  # dy rows read in place
     rows_stand_in: np.ndarray  # the empty read-only array passed where rows are staged
     geo: tuple  # ``plan._geometry`` (pitch 0)
-    planar: bool
     kind: int  # the element codec (``codecs``)
     group_rows: int  # rows read in place per group (``_filter_group_rows``)
-    walks_from_lines: bool  # rows read in place may be walked from their lines (``plan.filter_line_shift``)
 
 
 @functools.lru_cache(maxsize=512)
@@ -177,22 +175,15 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
     stride_h, stride_w, dil_h, dil_w, pad_top, pad_left = attrs
     acc = _accumulator(dtype)
     native = dtype not in HALF_KINDS
-    planar = _is_planar(dy_st[2], dy_st[3], out_w, width)
-    direct_x = native and stride_w == 1 and (planar or mult == 1) and _direct_rows(x_st, in_w, chans, planar)
-    direct_dy = native and _direct_rows(dy_st, out_w, width, planar)
+    # the kernel reads channels-last rows: planar ones (NCHW) are staged
+    direct_x = native and stride_w == 1 and mult == 1 and _direct_rows(x_st, in_w, chans, False)
+    direct_dy = native and _direct_rows(dy_st, out_w, width, False)
     chunks = _filter_chunks(batch * out_h, out_w)
-    # channels-last rows of 16 positions or more keep their lanes in registers (lanes.py), rows read
-    # in place a group at a time
-    registers = not planar and out_w >= _LANES
+    # wide enough rows keep their lanes in registers (lanes.py), rows read in place a group at a time
+    registers = out_w >= _FILTER_REGISTER_POSITIONS
     group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
                                     -(-batch * out_h // chunks))
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left)
-    # rows read in place off the lines (NumPy's large arrays start 16 bytes past one) are walked
-    # from the lines where both x and dy keep one point of a line: vectors across two lines take two
-    # loads (docs/performance.md)
-    itemsize = np.dtype(acc).itemsize
-    walks_from_lines = (registers and direct_x and direct_dy and _whole_lines(x_st, width, itemsize)
-                        and _whole_lines(dy_st, width, itemsize))
-    return FilterPlan((planar, registers), chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, planar,
-                      HALF_KINDS.get(dtype, FLOAT), group_rows, walks_from_lines)
+    return FilterPlan(registers, chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, HALF_KINDS.get(dtype, FLOAT),
+                      group_rows)

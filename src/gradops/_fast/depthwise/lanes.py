@@ -1,26 +1,15 @@
 """The backprop-filter microkernels: terms dy * x added into lanes (SPEC 5.4, order in ``filter``).
 
-A filter element (tap t, channel k) has 16 lanes; the term of dy position ox goes to lane
-``ox % 16``, and each lane adds its terms in (row, ox) order. Any loop order that keeps that
+A filter element (tap t, channel k) has 2 lanes; the term of dy position ox goes to lane
+``ox % 2``, and each lane adds its terms in (row, ox) order. Any loop order that keeps that
 order per lane gives the same bits, so the channels-last kernel takes the one that suits the
-registers: a vector of channels at a time, every tap, and per tap 4 or 8 lanes held in vector
-registers while the rows' 16-position blocks stream by, each block adding one term to each
-lane. A block that the tap's positions cover only in part selects the products of the positions
-inside (``_term``): a select, not an add of zero, so a lane's sum is the same.
+registers: a vector of channels at a time; per pass, 3 taps (in tap order ``ky*fw + kx``) with
+both lanes of each in registers while the rows go by, a pair of positions at a time (one dy
+load per position serves the pass's taps). The two lanes give each accumulator one addition
+per pair, so the additions of one register do not wait on each other (``_TAPS_PER_PASS``).
 
-Lanes live in memory as ``[tap][lane][k]`` (channels-last, ``n_lanes`` lanes per tap) or
-``[tap][k][lane]`` (planar rows, ``_lane_dot``), and are added in lane order at the end of a
-chunk (``_add_lanes``).
-
-Rows read in place that start ``shift`` elements past a 64-byte line (NumPy's large arrays start
-16 bytes past one) are walked with their vectors of channels moved back to the line
-(``_lane_rows``' ``shift``; ``plan.filter_line_shift``): a vector that spans two lines costs two
-loads. Each position's first vector then straddles two positions: its first ``shift`` lanes are
-the previous position's last channels, the rest the position's first ones. ``[lane][k]`` has the
-layout of ``[position][k]``, so the straddling register of lane L is stored over lane L - 1's
-last channels and lane L's first; lane 0's, over an extra slot before lane 0 of each tap (slot 0;
-the lanes are slots 1-16), which holds lane 15's last channels (``_add_lanes``). Every element of
-a register still adds the terms of one lane in (row, ox) order: the same sums, the same bits.
+Lanes live in memory as ``[tap][lane][k]`` between groups of rows and are added (lane 0, then
+lane 1) at the end of a chunk (``_add_lanes``).
 """
 
 from __future__ import annotations
@@ -31,10 +20,12 @@ from .. import row_njit, simd
 from ..target import codegen_target
 from .plan import _LANES
 
-# Lanes held in registers per tap and vector of channels: 8 where the target has 32 vector
-# registers (AVX-512), 4 with 16 (AVX2), where 8 would spill. A constant of the target, as
-# ``plan._ROW_SIZES`` is, so that a kernel compiles one variant only.
-_EIGHT_LANES = codegen_target().avx512
+# The registers' width: one AVX-512 register, or one AVX2 register, where 64-byte vectors (two
+# registers each) would give a pass's 6 accumulators 12 of the 16 registers. A constant of the
+# target, as ``plan._ROW_SIZES`` is, so that a kernel compiles one variant only.
+_VECTOR_BYTES = 64 if codegen_target().avx512 else 32
+# Taps per pass over the rows: 2 accumulators each, 2 dy vectors and the x loads in 16 registers.
+_TAPS_PER_PASS = 3
 
 # An x column that no tap has: where a tap reads no x row for a dy row (it reads padding). Real
 # columns may be negative: a tap's first position can be left of the row it reads.
@@ -42,160 +33,165 @@ _NO_ROW = -(1 << 62)
 
 
 @njit(inline="always")
-def _term(r, d, dp, xs, xp, width, ox, lo, hi):
-    """Lane register ``r`` plus the term of position ``ox`` (``d[dp + ox*width:] *
-    xs[xp + ox*width:]``) if lo <= ox < hi, else ``r`` unchanged; an outside position reads
-    position ``lo`` instead, which is in the rows, and drops the product."""
-    inside = lo <= ox < hi
-    p = ox if inside else lo
-    return simd.choose(inside, simd.muladd(r, simd.load(d, dp + p * width), simd.load(xs, xp + p * width)), r)
+def _term(acc, d, dp, xs, xp, width, ox):
+    """``acc`` plus the term of position ``ox``: ``d[dp + ox*width:] * xs[xp + ox*width:]``."""
+    return simd.muladd(acc, simd.load_as(acc, d, dp + ox * width), simd.load_as(acc, xs, xp + ox * width))
 
 
 @njit(inline="always")
-def _whole4(r0, r1, r2, r3, d, dp, xs, xp, width, ox):
-    """Four lanes' terms of positions ox .. ox + 3, all inside."""
-    return (simd.muladd(r0, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width)),
-            simd.muladd(r1, simd.load(d, dp + (ox + 1) * width), simd.load(xs, xp + (ox + 1) * width)),
-            simd.muladd(r2, simd.load(d, dp + (ox + 2) * width), simd.load(xs, xp + (ox + 2) * width)),
-            simd.muladd(r3, simd.load(d, dp + (ox + 3) * width), simd.load(xs, xp + (ox + 3) * width)))
+def _tap_run(even, odd, d, dp, xs, xp, width, start, end):
+    """One tap's lanes (``even``: ox % 2 == 0, ``odd``) plus the terms of positions [start, end),
+    ascending."""
+    ox = start
+    if ox < end and ox % 2 == 1:
+        odd = _term(odd, d, dp, xs, xp, width, ox)
+        ox += 1
+    while ox + 2 <= end:
+        even = _term(even, d, dp, xs, xp, width, ox)
+        odd = _term(odd, d, dp, xs, xp, width, ox + 1)
+        ox += 2
+    if ox < end:
+        even = _term(even, d, dp, xs, xp, width, ox)
+    return even, odd
 
 
 @njit(inline="always")
-def _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi):
-    """Four lanes' terms of positions ox .. ox + 3, those inside [lo, hi) (``_term``)."""
-    return (_term(r0, d, dp, xs, xp, width, ox, lo, hi), _term(r1, d, dp, xs, xp, width, ox + 1, lo, hi),
-            _term(r2, d, dp, xs, xp, width, ox + 2, lo, hi), _term(r3, d, dp, xs, xp, width, ox + 3, lo, hi))
+def _pair3(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, x1, x2, width, ox):
+    """Three taps' lanes plus the terms of positions ox (even) and ox + 1: two dy loads."""
+    de = simd.load_as(e0, d, dp + ox * width)
+    do = simd.load_as(e0, d, dp + (ox + 1) * width)
+    at = ox * width
+    e0 = simd.muladd(e0, de, simd.load_as(e0, xs, x0 + at))
+    e1 = simd.muladd(e1, de, simd.load_as(e0, xs, x1 + at))
+    e2 = simd.muladd(e2, de, simd.load_as(e0, xs, x2 + at))
+    o0 = simd.muladd(o0, do, simd.load_as(e0, xs, x0 + at + width))
+    o1 = simd.muladd(o1, do, simd.load_as(e0, xs, x1 + at + width))
+    o2 = simd.muladd(o2, do, simd.load_as(e0, xs, x2 + at + width))
+    return e0, o0, e1, o1, e2, o2
 
 
 @njit(inline="always")
-def _load4(lanes, at, step):
-    return (simd.load(lanes, at), simd.load(lanes, at + step), simd.load(lanes, at + 2 * step),
-            simd.load(lanes, at + 3 * step))
+def _pair3_adjacent(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, width, ox):
+    """``_pair3`` for taps that read adjacent x positions (x1 = x0 + width, x2 = x1 + width): the
+    odd position's first two taps read the even one's last two x vectors again, four x loads."""
+    de = simd.load_as(e0, d, dp + ox * width)
+    do = simd.load_as(e0, d, dp + (ox + 1) * width)
+    at = x0 + ox * width
+    xa, xb = simd.load_as(e0, xs, at), simd.load_as(e0, xs, at + width)
+    xc, xd = simd.load_as(e0, xs, at + 2 * width), simd.load_as(e0, xs, at + 3 * width)
+    e0, e1, e2 = simd.muladd(e0, de, xa), simd.muladd(e1, de, xb), simd.muladd(e2, de, xc)
+    o0, o1, o2 = simd.muladd(o0, do, xb), simd.muladd(o1, do, xc), simd.muladd(o2, do, xd)
+    return e0, o0, e1, o1, e2, o2
 
 
 @njit(inline="always")
-def _store4(lanes, at, step, r0, r1, r2, r3):
-    simd.store(lanes, at, r0)
-    simd.store(lanes, at + step, r1)
-    simd.store(lanes, at + 2 * step, r2)
-    simd.store(lanes, at + 3 * step, r3)
+def _three_run(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, x1, x2, width, start, end):
+    """``_tap_run`` of three taps over the positions [start, end) that all three reach."""
+    if start < end and start % 2 == 1:
+        o0 = _term(o0, d, dp, xs, x0, width, start)
+        o1 = _term(o1, d, dp, xs, x1, width, start)
+        o2 = _term(o2, d, dp, xs, x2, width, start)
+        start += 1
+    ox = start
+    if x1 == x0 + width and x2 == x1 + width:  # stride 1, dilation 1: taps kx, kx + 1, kx + 2 of a row
+        while ox + 2 <= end:
+            e0, o0, e1, o1, e2, o2 = _pair3_adjacent(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, width, ox)
+            ox += 2
+    while ox + 2 <= end:
+        e0, o0, e1, o1, e2, o2 = _pair3(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, x1, x2, width, ox)
+        ox += 2
+    if ox < end:
+        e0 = _term(e0, d, dp, xs, x0, width, ox)
+        e1 = _term(e1, d, dp, xs, x1, width, ox)
+        e2 = _term(e2, d, dp, xs, x2, width, ox)
+    return e0, o0, e1, o1, e2, o2
 
 
 @njit(inline="always")
-def _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width, lo, hi, g):
-    """Lanes g .. g + 3 (g .. g + 7 with ``_EIGHT_LANES``) plus the terms of one row's positions
-    [lo, hi), block by block of 16 positions; in the blocks at either end that [lo, hi) covers
-    in part, the products of the positions inside."""
-    first_whole, end_whole = (lo + _LANES - 1) // _LANES, hi // _LANES
-    if lo // _LANES < first_whole:  # the block holding lo, in part
-        ox = lo // _LANES * _LANES + g
-        r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
-        if _EIGHT_LANES:
-            r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
-    for block in range(first_whole, end_whole):
-        ox = block * _LANES + g
-        r0, r1, r2, r3 = _whole4(r0, r1, r2, r3, d, dp, xs, xp, width, ox)
-        if _EIGHT_LANES:  # a second set of four: the additions of one set do not wait on the other's
-            r4, r5, r6, r7 = _whole4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4)
-    if first_whole <= end_whole and end_whole * _LANES < hi:  # the block holding hi - 1, in part
-        ox = end_whole * _LANES + g
-        r0, r1, r2, r3 = _partial4(r0, r1, r2, r3, d, dp, xs, xp, width, ox, lo, hi)
-        if _EIGHT_LANES:
-            r4, r5, r6, r7 = _partial4(r4, r5, r6, r7, d, dp, xs, xp, width, ox + 4, lo, hi)
-    return r0, r1, r2, r3, r4, r5, r6, r7
+def _three_taps(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi):
+    """Taps t .. t + 2, channels j .. j + vector: their lanes plus the rows' terms. Each row's
+    positions that all three taps reach go in pairs; a tap's own positions before and after
+    them, and whole rows where some tap reads no x row, tap by tap: every lane ascending."""
+    at = (t * _LANES) * width + j
+    e0, o0 = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
+    e1, o1 = simd.load_as(like, lanes, at + 2 * width), simd.load_as(like, lanes, at + 3 * width)
+    e2, o2 = simd.load_as(like, lanes, at + 4 * width), simd.load_as(like, lanes, at + 5 * width)
+    lo0, lo1, lo2, hi0, hi1, hi2 = lo[t], lo[t + 1], lo[t + 2], hi[t], hi[t + 1], hi[t + 2]
+    start, end = max(lo0, lo1, lo2), min(hi0, hi1, hi2)
+    for r in range(n_rows):
+        dp = d_rows[r] + j
+        c0, c1, c2 = x_cols[r, t], x_cols[r, t + 1], x_cols[r, t + 2]
+        if c0 == _NO_ROW or c1 == _NO_ROW or c2 == _NO_ROW or start >= end:
+            if c0 != _NO_ROW:
+                e0, o0 = _tap_run(e0, o0, d, dp, xs, c0 + j, width, lo0, hi0)
+            if c1 != _NO_ROW:
+                e1, o1 = _tap_run(e1, o1, d, dp, xs, c1 + j, width, lo1, hi1)
+            if c2 != _NO_ROW:
+                e2, o2 = _tap_run(e2, o2, d, dp, xs, c2 + j, width, lo2, hi2)
+            continue
+        x0, x1, x2 = c0 + j, c1 + j, c2 + j
+        e0, o0 = _tap_run(e0, o0, d, dp, xs, x0, width, lo0, start)
+        e1, o1 = _tap_run(e1, o1, d, dp, xs, x1, width, lo1, start)
+        e2, o2 = _tap_run(e2, o2, d, dp, xs, x2, width, lo2, start)
+        e0, o0, e1, o1, e2, o2 = _three_run(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, x1, x2, width, start, end)
+        e0, o0 = _tap_run(e0, o0, d, dp, xs, x0, width, end, hi0)
+        e1, o1 = _tap_run(e1, o1, d, dp, xs, x1, width, end, hi1)
+        e2, o2 = _tap_run(e2, o2, d, dp, xs, x2, width, end, hi2)
+    simd.store(lanes, at, e0)
+    simd.store(lanes, at + width, o0)
+    simd.store(lanes, at + 2 * width, e1)
+    simd.store(lanes, at + 3 * width, o1)
+    simd.store(lanes, at + 4 * width, e2)
+    simd.store(lanes, at + 5 * width, o2)
 
 
 @njit(inline="always")
-def _masked(r, k, d, dp, xs, xp, width, ox, shift, previous):
-    """Lane register ``r`` plus the term of position ``ox``'s straddling vector in its first
-    ``shift`` lanes only (``previous``: position ox - 1's last channels) or in the others only
-    (position ox's first channels), if ``k`` == 0; else ``r`` unchanged."""
-    if k != 0:
-        return r
-    term = simd.muladd(r, simd.load(d, dp + ox * width), simd.load(xs, xp + ox * width))
-    return simd.choose_first(shift, term, r) if previous else simd.choose_first(shift, r, term)
-
-
-@njit(inline="always")
-def _masked4(r0, r1, r2, r3, k, d, dp, xs, xp, width, ox, shift, previous):
-    """``_masked`` of register ``k`` of four (none when ``k`` is outside 0-3)."""
-    return (_masked(r0, k, d, dp, xs, xp, width, ox, shift, previous),
-            _masked(r1, k - 1, d, dp, xs, xp, width, ox, shift, previous),
-            _masked(r2, k - 2, d, dp, xs, xp, width, ox, shift, previous),
-            _masked(r3, k - 3, d, dp, xs, xp, width, ox, shift, previous))
-
-
-@njit(inline="always")
-def lane_slots(n_lanes, shift):
-    """Slots per tap of a lane table: one more than the lanes with a ``shift`` (module docstring)."""
-    return n_lanes + 1 if shift > 0 else n_lanes
+def _one_tap(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi):
+    """``_three_taps`` for tap t alone."""
+    at = (t * _LANES) * width + j
+    even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
+    for r in range(n_rows):
+        if x_cols[r, t] != _NO_ROW:
+            even, odd = _tap_run(even, odd, d, d_rows[r] + j, xs, x_cols[r, t] + j, width, lo[t], hi[t])
+    simd.store(lanes, at, even)
+    simd.store(lanes, at + width, odd)
 
 
 @row_njit
-def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n,
-               shift):
+def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n):
     """Channels-last, ``n_rows`` dy rows (row r at ``d_rows[r]``): for each tap t, row r with
-    ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*n_lanes + ox % 16)*width
+    ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*2 + ox % 2)*width
     + k] += d[d_rows[r] + ox*width + k] * xs[x_cols[r, t] + ox*width + k]``, each lane receiving
     its terms in (row, ox) order.
 
-    One vector of channels at a time, so that its lines of the rows and of the lanes stay in L1
-    while the taps revisit them; per tap, 4 or 8 lanes (``_EIGHT_LANES``; ``n_lanes`` is a
-    multiple of 8) stay in registers over all the rows. The channels past the
-    last whole vector go one by one. Meanwhile the lines the next rows read first,
-    ``d[d_next:][:d_next_n]`` and ``xs[x_next:][:x_next_n]``, are requested into L2 a share per
-    (vector, tap): the walk reads lines far apart, which the CPU's prefetchers do not foresee.
-    ``shift`` > 0: rows and vectors of channels that start ``shift`` elements past a line,
-    walked from the line (module docstring), into lanes of ``n_lanes + 1`` slots per tap."""
-    v = simd.lanes(lanes)
+    One vector of channels at a time, so that its lines of the rows stay in L1 while the passes
+    of taps revisit them (and the next vector, in the same lines); the taps in passes of 3
+    (``_three_taps``), the last one or two alone. The channels past the last whole vector go one
+    by one. Meanwhile the lines the next rows read first, ``d[d_next:][:d_next_n]`` and
+    ``xs[x_next:][:x_next_n]``, are requested into L2 a share per (vector, pass): the walk reads
+    lines far apart, which the CPU's prefetchers do not foresee."""
+    like = simd.zeros_of(lanes, _VECTOR_BYTES)
+    v = _VECTOR_BYTES // lanes.itemsize
     vectors = width - width % v
     taps = lo.size
-    group = 8 if _EIGHT_LANES else 4
-    slots = lane_slots(n_lanes, shift)
+    passes = -(-taps // _TAPS_PER_PASS)
     line = simd.LINE_BYTES // d.itemsize
-    d_share = simd.line_share(d_next_n, vectors // v * taps, line)
-    x_share = simd.line_share(x_next_n, vectors // v * taps, line)
+    d_share = simd.line_share(d_next_n, vectors // v * passes, line)
+    x_share = simd.line_share(x_next_n, vectors // v * passes, line)
     requested = 0
     for j in range(0, vectors, v):
-        for t in range(taps):
+        for t in range(0, taps, _TAPS_PER_PASS):
             simd.prefetch_l2_range(d, d_next + requested * d_share, d_next + min((requested + 1) * d_share, d_next_n))
             simd.prefetch_l2_range(xs, x_next + requested * x_share, x_next + min((requested + 1) * x_share, x_next_n))
             requested += 1
-            if lo[t] >= hi[t]:
-                continue
-            # With a shift, vector 0 of each position straddles the one before (module docstring):
-            # positions lo + 1 .. hi - 1 whole; at lo its own channels only (lo - 1 is outside the
-            # tap's positions), at hi position hi - 1's last channels only. lo is the first
-            # position of its lane and hi the last, so every lane keeps its order.
-            straddles = shift > 0 and j == 0
-            first, last = lo[t] % _LANES, hi[t] % _LANES
-            whole_from = lo[t] + 1 if straddles else lo[t]
-            for g in range(0, n_lanes, group):
-                at = (t * slots + slots - n_lanes + g) * width + j - shift
-                r0, r1, r2, r3 = _load4(lanes, at, width)
-                r4, r5, r6, r7 = _load4(lanes, at + 4 * width if _EIGHT_LANES else at, width)
-                for r in range(n_rows):
-                    if x_cols[r, t] == _NO_ROW:
-                        continue
-                    dp, xp = d_rows[r] + j - shift, x_cols[r, t] + j - shift
-                    if straddles and g <= first < g + group:
-                        r0, r1, r2, r3 = _masked4(r0, r1, r2, r3, first - g, d, dp, xs, xp, width, lo[t], shift, False)
-                        if _EIGHT_LANES:
-                            r4, r5, r6, r7 = _masked4(r4, r5, r6, r7, first - g - 4, d, dp, xs, xp, width, lo[t],
-                                                      shift, False)
-                    r0, r1, r2, r3, r4, r5, r6, r7 = _row_terms(r0, r1, r2, r3, r4, r5, r6, r7, d, dp, xs, xp, width,
-                                                                whole_from, hi[t], g)
-                    if straddles and g <= last < g + group:
-                        r0, r1, r2, r3 = _masked4(r0, r1, r2, r3, last - g, d, dp, xs, xp, width, hi[t], shift, True)
-                        if _EIGHT_LANES:
-                            r4, r5, r6, r7 = _masked4(r4, r5, r6, r7, last - g - 4, d, dp, xs, xp, width, hi[t],
-                                                      shift, True)
-                _store4(lanes, at, width, r0, r1, r2, r3)
-                if _EIGHT_LANES:
-                    _store4(lanes, at + 4 * width, width, r4, r5, r6, r7)
-    for k in range(vectors, width):  # never with a shift (plan.filter_line_shift: whole vectors)
+            if t + _TAPS_PER_PASS <= taps:
+                _three_taps(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi)
+            else:
+                for alone in range(t, taps):
+                    _one_tap(lanes, like, width, j, alone, d, d_rows, n_rows, xs, x_cols, lo, hi)
+    for k in range(vectors, width):
         for t in range(taps):
-            base = t * n_lanes * width + k
+            base = t * _LANES * width + k
             for r in range(n_rows):
                 if x_cols[r, t] != _NO_ROW:
                     d0, x0 = d_rows[r] + k, x_cols[r, t] + k
@@ -204,18 +200,18 @@ def _lane_rows(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_n
 
 
 @row_njit
-def _lane_rows_in_memory(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi):
+def _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi):
     """``_lane_rows`` with the lanes in memory: for each row, tap and position, a whole run of
-    ``width`` channels, contiguous in the lanes, dy and x alike. For rows narrower than a block
-    of 16 positions, where the lanes would take no whole block through registers and the
-    vector-at-a-time walk would read lines ``width`` elements apart (a multiple of 512 bytes
+    ``width`` channels, contiguous in the lanes, dy and x alike. For rows narrower than
+    ``plan._FILTER_REGISTER_POSITIONS``, where a vector of channels at a time would pay a pass's
+    setup for a few positions and read lines ``width`` elements apart (a multiple of 512 bytes
     maps them all into a few sets of the L1 cache)."""
     for r in range(n_rows):
         for t in range(lo.size):
             if x_cols[r, t] == _NO_ROW:
                 continue
             for ox in range(lo[t], hi[t]):
-                lane = lanes[(t * n_lanes + ox % _LANES) * width:(t * n_lanes + ox % _LANES + 1) * width]
+                lane = lanes[(t * _LANES + ox % _LANES) * width:(t * _LANES + ox % _LANES + 1) * width]
                 dd = d[d_rows[r] + ox * width:d_rows[r] + (ox + 1) * width]
                 xx = xs[x_cols[r, t] + ox * width:x_cols[r, t] + (ox + 1) * width]
                 for k in range(width):
@@ -223,45 +219,9 @@ def _lane_rows_in_memory(lanes, n_lanes, width, d, d_rows, n_rows, xs, x_cols, l
 
 
 @row_njit
-def _add_lanes(lanes, n_lanes, width, totals, shift):
-    """Channels-last ``totals[t*width + k]`` = lanes 0, 1, ... of (t, k) added in order: a vector
-    of channels at a time, each lane a unit-stride run of ``lanes``. ``shift`` > 0 (``_lane_rows``):
-    ``n_lanes + 1`` slots per tap, lane 15's last ``shift`` channels in the first; they are
-    moved to their lane's slot first."""
-    v = simd.lanes(lanes)
-    vectors = width - width % v
-    slots = lane_slots(n_lanes, shift)
+def _add_lanes(lanes, width, totals):
+    """``totals[t*width + k]`` = lane 0 + lane 1 of (t, k)."""
     for t in range(totals.size // width):
-        first = (t * slots + slots - n_lanes) * width
-        if shift:
-            for k in range(width - shift, width):
-                lanes[first + (n_lanes - 1) * width + k] = lanes[first - width + k]
-        for j in range(0, vectors, v):
-            total = simd.load(lanes, first + j)
-            for lane in range(1, n_lanes):
-                total = simd.add(total, simd.load(lanes, first + lane * width + j))
-            simd.store(totals, t * width + j, total)
-        for k in range(vectors, width):
-            total = lanes[first + k]
-            for lane in range(1, n_lanes):
-                total += lanes[first + lane * width + k]
-            totals[t * width + k] = total
-
-
-@row_njit
-def _lane_dot(lanes, base, d, d0, xs, x0, lo, hi):
-    """Planar: lanes[base + ox % 16] += d[d0 + ox] * xs[x0 + ox] for ox in [lo, hi), ascending."""
-    ox = lo
-    while ox < hi and ox % _LANES != 0:
-        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
-        ox += 1
-    lane = lanes[base:base + _LANES]
-    while ox + _LANES <= hi:
-        dd = d[d0 + ox:d0 + ox + _LANES]
-        xx = xs[x0 + ox:x0 + ox + _LANES]
-        for j in range(_LANES):
-            lane[j] += dd[j] * xx[j]
-        ox += _LANES
-    while ox < hi:
-        lanes[base + ox % _LANES] += d[d0 + ox] * xs[x0 + ox]
-        ox += 1
+        first = t * _LANES * width
+        for k in range(width):
+            totals[t * width + k] = lanes[first + k] + lanes[first + width + k]

@@ -36,9 +36,12 @@ from .selection import NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
 _JOBS_PER_THREAD = 16
-# Backprop filter: independent partial sums per filter element (lane ``ox % 16``), so that the
-# additions of one element do not wait on each other.
-_LANES = 16
+# Backprop filter: independent partial sums per filter element (lane ``ox % 2``), so that the
+# additions of one element do not wait on each other (``lanes``).
+_LANES = 2
+# Backprop filter: rows of at least this many positions keep their lanes in registers
+# (``lanes._lane_rows``), narrower ones in memory (``lanes._lane_rows_in_memory``).
+_FILTER_REGISTER_POSITIONS = 16
 # Backprop filter: row chunks reduced separately, then combined in order; a number fixed by the
 # problem alone, never by the thread count, so that the bits are too (``_filter_chunks``): up to
 # _CHUNKS, enough to balance the load; about _CHUNK_POSITIONS dy positions (rows x OW) each, since
@@ -142,15 +145,6 @@ def _whole_lines(strides, chans: int, itemsize: int) -> bool:
 def _line_offset(buffer: np.ndarray, offset: int) -> int:
     """How many bytes past a 64-byte line element ``offset`` of ``buffer`` starts."""
     return (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES
-
-
-def filter_line_shift(x_buf: np.ndarray, x_off: int, dy_buf: np.ndarray, dy_off: int) -> int:
-    """How many elements past a 64-byte line the filter gradient's x and dy rows start when
-    both start at the same point of a line, else 0 (``lanes._lane_rows``' ``shift``). Asked only
-    of a plan whose positions, rows and images span whole lines (``_whole_lines``;
-    ``call_plans.filter_plan``'s ``walks_from_lines``), so one offset holds for all of them."""
-    x_at, dy_at = _line_offset(x_buf, x_off), _line_offset(dy_buf, dy_off)
-    return x_at // x_buf.itemsize if x_at == dy_at and x_at % x_buf.itemsize == 0 else 0
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> tuple[np.ndarray, bool]:
