@@ -117,9 +117,11 @@ LINE_CASES = [
 
 @pytest.mark.parametrize("case", LINE_CASES)
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
-def test_rows_at_any_line_offset_sum_in_the_documented_order(case, dtype):
-    """x and dy read in place at every offset from a 64-byte line (NumPy's large arrays start 16
-    bytes past one), equal and unequal: the same bits as the order's model."""
+def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(case, dtype):
+    """Rows that start ``shift`` elements past a line (NumPy's large arrays start 16 bytes past
+    one) are walked with vectors moved back to the line, the first of each position straddling
+    the previous position (``lanes._straddling_tap``): at every offset, the same bits as the
+    order's model; x and dy at different offsets are walked as they are."""
     n, h, w, c, fh, fw, pad = case
     rng = np.random.default_rng(w + c)
     oh, ow = h + 2 * pad[0] - fh + 1, w + 2 * pad[1] - fw + 1
@@ -129,10 +131,12 @@ def test_rows_at_any_line_offset_sum_in_the_documented_order(case, dtype):
     line = 64 // dtype.itemsize
     for x_shift, dy_shift in [(s, s) for s in range(line)] + [(1, 2), (0, 3)]:
         x_in, dy_in = _at_line_offset(x, x_shift), _at_line_offset(dy, dy_shift)
-        (_, _, x_st), (_, _, dy_st) = fast_plan._kernel_view(x_in, True), fast_plan._kernel_view(dy_in, True)
+        (_, x_off, x_st), (_, dy_off, dy_st) = fast_plan._kernel_view(x_in, True), fast_plan._kernel_view(dy_in, True)
         plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), dtype, (fh, fw, c, 1),
                            (1, 1, 1, 1, *pad))
-        assert plan.path and plan.direct_x and plan.direct_dy  # lanes in registers, rows read in place
+        assert plan.walks_from_lines
+        walked = fast_plan.filter_line_shift(x_in.reshape(-1), x_off, dy_in.reshape(-1), dy_off)
+        assert walked == (x_shift % (fast_plan._FILTER_VECTOR_BYTES // dtype.itemsize) if x_shift == dy_shift else 0)
         out = np.empty((fh, fw, c, 1), dtype)
         fast.backprop_filter(x_in, dy_in, out, 1, 1, 1, 1, *pad)
         np.testing.assert_array_equal(bits(out), expected, err_msg=f"x at +{x_shift}, dy at +{dy_shift}")

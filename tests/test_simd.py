@@ -71,6 +71,25 @@ def test_add_mul_splat_and_choose_match_scalar_arithmetic(dtype, lanes, zero, we
 
 
 @njit
+def _first_of_each(count, a, b, out):
+    simd.store(out, 0, simd.choose_first(count, simd.load(a, 0), simd.load(b, 0)))
+
+
+@pytest.mark.parametrize("dtype, lanes", [(np.float32, 16), (np.float64, 8)])
+def test_choose_first_takes_count_lanes_from_the_first_vector(dtype, lanes):
+    """``choose_first``: lanes below ``count`` from the first vector, the rest from the second,
+    NaN and -0 lanes included (a select, not arithmetic)."""
+    a = np.arange(1, lanes + 1, dtype=dtype)
+    b = -np.arange(1, lanes + 1, dtype=dtype)
+    a[1], b[-1] = np.nan, -0.0
+    for count in range(lanes + 1):
+        out = np.empty(lanes, dtype)
+        _first_of_each(count, a, b, out)
+        expected = np.concatenate([a[:count], b[count:]])
+        np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), expected.view(f"u{out.itemsize}"))
+
+
+@njit
 def _sum_with_prefetch(x, ahead):
     total = 0.0
     for i in range(x.size):

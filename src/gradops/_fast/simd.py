@@ -329,6 +329,19 @@ def choose(typingctx, condition, if_true, if_false):
 
 
 @intrinsic
+def choose_first(typingctx, count, first, rest):
+    """The first ``count`` lanes of ``first``, the others of ``rest``: one LLVM ``select`` on a lane
+    mask (a blend, no branch)."""
+    if not (isinstance(count, types.Integer) and isinstance(first, FloatVector) and first == rest):
+        return None
+
+    def codegen(context, builder, signature, args):
+        mask = _lane_mask(context, builder, signature.args[0], args[0], first.lanes)
+        return builder.select(mask, args[1], args[2])
+    return first(count, first, rest), codegen
+
+
+@intrinsic
 def splat(typingctx, array, value):
     """A vector of ``array``'s element type with ``value`` in every lane."""
     if not (_float_array(array) and isinstance(value, (types.Float, types.Integer))):

@@ -56,7 +56,7 @@ from .call_plans import CallPlan, filter_plan, forward_plan, input_plan, table_l
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
-                   _on_lines, _planar_block_rows, _weights)
+                   _on_lines, _planar_block_rows, _weights, filter_line_shift)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter", "first_calls", "ordered_fits", "ordered_run"]
 
@@ -263,10 +263,11 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
 
     def run(x: np.ndarray, dy: np.ndarray, out: np.ndarray) -> None:
         x_buf, dy_buf = _kernel_buffer(x, True), _kernel_buffer(dy, True)
+        shift = filter_line_shift(x_buf, x_off, dy_buf, dy_off) if plan.walks_from_lines else 0
         partial = np.empty(partial_shape, plan.acc)
         share(_backprop_filter_kernel_for(plan.path), plan.chunks, moved, x_buf, x_off, x_st,
               x_buf if plan.direct_x else plan.rows_stand_in, plan.direct_x, dy_buf, dy_off, dy_st,
               dy_buf if plan.direct_dy else plan.rows_stand_in, plan.direct_dy, partial, plan.geo, plan.kind,
-              plan.group_rows)
+              plan.group_rows, shift)
         _combine_chunks(partial, _kernel_buffer(out, False), out_off, out_st, fw, mult, plan.kind)
     return run

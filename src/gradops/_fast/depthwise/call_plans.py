@@ -27,7 +27,7 @@ import numpy as np
 from ..codecs import FLOAT, HALF_KINDS
 from .plan import (_FILTER_REGISTER_POSITIONS, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _filter_chunks,
                    _filter_group_rows, _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job,
-                   _streams_rows, _tap_paths, _tap_shifts, _taps_per_plane, _zero_margins)
+                   _streams_rows, _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
 
 
 class CallPlan(NamedTuple):
@@ -163,6 +163,7 @@ class FilterPlan(NamedTuple):
     geo: tuple  # ``plan._geometry`` (pitch 0)
     kind: int  # the element codec (``codecs``)
     group_rows: int  # rows read in place per group (``_filter_group_rows``)
+    walks_from_lines: bool  # rows read in place may be walked from their lines (``plan.filter_line_shift``)
 
 
 @functools.lru_cache(maxsize=512)
@@ -185,5 +186,11 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
                                     -(-batch * out_h // chunks))
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left)
+    # rows read in place off the lines (NumPy's large arrays start 16 bytes past one) are walked
+    # from the lines where both x and dy keep one point of a line: vectors across two lines take two
+    # loads (docs/performance.md)
+    itemsize = np.dtype(acc).itemsize
+    walks_from_lines = (registers and direct_x and direct_dy and _whole_lines(x_st, width, itemsize)
+                        and _whole_lines(dy_st, width, itemsize))
     return FilterPlan(registers, chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, HALF_KINDS.get(dtype, FLOAT),
-                      group_rows)
+                      group_rows, walks_from_lines)

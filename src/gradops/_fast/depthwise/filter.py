@@ -23,8 +23,7 @@ from numba import njit
 from ..first_calls import kernel_factory
 from ..pool import begin, claim, end, finish
 from .codecs import _store_one
-from .lanes import _NO_ROW, _add_lanes, _lane_rows, _lane_rows_in_memory
-from .plan import _LANES
+from .lanes import _NO_ROW, _add_lanes, _lane_rows, _lane_rows_in_memory, lane_slots
 from .staging import _column_taps, _stage_channels_last
 
 
@@ -36,8 +35,11 @@ def _backprop_filter_kernel_for(registers_path: bool):
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
-                                dy_st, dy_direct, direct_dy, partial, geo, kind, group_rows):
-        """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order."""
+                                dy_st, dy_direct, direct_dy, partial, geo, kind, group_rows,
+                                shift):
+        """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order.
+        ``shift``: rows read in place that start that many elements past a multiple of the vector
+        width, walked from it (``lanes._lane_rows``; 0 for any other rows)."""
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, _ = geo  # plan.Geometry
         width = chans * mult
         plane_len = (in_w + sw - 1) // sw
@@ -58,7 +60,8 @@ def _backprop_filter_kernel_for(registers_path: bool):
                 end(epoch, role, seen)
                 return
             for chunk in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
-                lanes = np.zeros(taps * _LANES * width, partial.dtype)  # [tap][lane][k]
+                # [tap][lane][k], one more slot per tap before the lanes with a shift
+                lanes = np.zeros(taps * lane_slots(shift) * width, partial.dtype)
                 ring = np.empty(0 if direct_x else ring_rows * x_row_len, partial.dtype)
                 tags = np.full(ring_rows, -1, np.int64)
                 d_rows = np.empty(group_rows, np.int64)
@@ -102,11 +105,11 @@ def _backprop_filter_kernel_for(registers_path: bool):
                         d_next, d_next_n, x_next, x_next_n = _next_rows(row + n_rows, rows, group_rows, geo, dy_off,
                                                                         dy_st, direct_dy, x_off, x_st, direct_x)
                         _lane_rows(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, d_next, d_next_n,
-                                   x_next, x_next_n)
+                                   x_next, x_next_n, shift)
                     else:
                         _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi)
                     row += n_rows
-                _add_lanes(lanes, width, partial[chunk].reshape(-1))
+                _add_lanes(lanes, width, partial[chunk].reshape(-1), shift)
             finish(counters)
 
     return _backprop_filter_kernel

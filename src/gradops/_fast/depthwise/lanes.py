@@ -10,6 +10,18 @@ per pair, so the additions of one register do not wait on each other (``_TAPS_PE
 
 Lanes live in memory as ``[tap][lane][k]`` between groups of rows and are added (lane 0, then
 lane 1) at the end of a chunk (``_add_lanes``).
+
+Rows read in place that start ``shift`` elements past a multiple of the vector width (NumPy's
+large arrays start 16 bytes past a 64-byte line) are walked with their vectors of channels moved
+back to that multiple (``plan.filter_line_shift``): a vector that spans two lines costs two loads. Each position's
+first vector then straddles two positions: its first ``shift`` elements are the previous
+position's last channels, the rest the position's first ones. ``[lane][k]`` has the layout of
+``[position][k]`` for a pair of positions, so the straddling register of lane L is stored over
+lane L - 1's last channels and lane L's first; lane 0's over an extra slot before lane 0 of each
+tap, which holds lane 1's last channels (moved by ``_add_lanes``). A tap's first position adds
+its own channels only, and the position after its last one adds the last one's channels only
+(``_straddling_tap``). Every element of a register still adds the terms of one lane in (row, ox)
+order: the same sums, the same bits.
 """
 
 from __future__ import annotations
@@ -17,13 +29,8 @@ from __future__ import annotations
 from numba import njit
 
 from .. import row_njit, simd
-from ..target import codegen_target
-from .plan import _LANES
+from .plan import _FILTER_VECTOR_BYTES, _LANES
 
-# The registers' width: one AVX-512 register, or one AVX2 register, where 64-byte vectors (two
-# registers each) would give a pass's 6 accumulators 12 of the 16 registers. A constant of the
-# target, as ``plan._ROW_SIZES`` is, so that a kernel compiles one variant only.
-_VECTOR_BYTES = 64 if codegen_target().avx512 else 32
 # Taps per pass over the rows: 2 accumulators each, 2 dy vectors and the x loads in 16 registers.
 _TAPS_PER_PASS = 3
 
@@ -108,14 +115,21 @@ def _three_run(e0, o0, e1, o1, e2, o2, d, dp, xs, x0, x1, x2, width, start, end)
 
 
 @njit(inline="always")
-def _three_taps(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi):
+def lane_slots(shift):
+    """Slots per tap of a lane table: one more than the lanes with a ``shift`` (module docstring)."""
+    return _LANES + 1 if shift > 0 else _LANES
+
+
+@njit(inline="always")
+def _three_taps(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi):
     """Taps t .. t + 2, channels j .. j + vector: their lanes plus the rows' terms. Each row's
     positions that all three taps reach go in pairs; a tap's own positions before and after
     them, and whole rows where some tap reads no x row, tap by tap: every lane ascending."""
-    at = (t * _LANES) * width + j
+    at = (t * slots + slots - _LANES) * width + j
+    at1, at2 = at + slots * width, at + 2 * slots * width  # taps t + 1, t + 2
     e0, o0 = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
-    e1, o1 = simd.load_as(like, lanes, at + 2 * width), simd.load_as(like, lanes, at + 3 * width)
-    e2, o2 = simd.load_as(like, lanes, at + 4 * width), simd.load_as(like, lanes, at + 5 * width)
+    e1, o1 = simd.load_as(like, lanes, at1), simd.load_as(like, lanes, at1 + width)
+    e2, o2 = simd.load_as(like, lanes, at2), simd.load_as(like, lanes, at2 + width)
     lo0, lo1, lo2, hi0, hi1, hi2 = lo[t], lo[t + 1], lo[t + 2], hi[t], hi[t + 1], hi[t + 2]
     start, end = max(lo0, lo1, lo2), min(hi0, hi1, hi2)
     for r in range(n_rows):
@@ -139,16 +153,16 @@ def _three_taps(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi)
         e2, o2 = _tap_run(e2, o2, d, dp, xs, x2, width, end, hi2)
     simd.store(lanes, at, e0)
     simd.store(lanes, at + width, o0)
-    simd.store(lanes, at + 2 * width, e1)
-    simd.store(lanes, at + 3 * width, o1)
-    simd.store(lanes, at + 4 * width, e2)
-    simd.store(lanes, at + 5 * width, o2)
+    simd.store(lanes, at1, e1)
+    simd.store(lanes, at1 + width, o1)
+    simd.store(lanes, at2, e2)
+    simd.store(lanes, at2 + width, o2)
 
 
 @njit(inline="always")
-def _one_tap(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi):
+def _one_tap(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi):
     """``_three_taps`` for tap t alone."""
-    at = (t * _LANES) * width + j
+    at = (t * slots + slots - _LANES) * width + j
     even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
     for r in range(n_rows):
         if x_cols[r, t] != _NO_ROW:
@@ -157,8 +171,43 @@ def _one_tap(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi):
     simd.store(lanes, at + width, odd)
 
 
+@njit(inline="always")
+def _part_term(acc, d, dp, xs, xp, width, ox, shift, previous):
+    """``acc`` plus the term of position ``ox``'s straddling vector in its first ``shift``
+    elements only (``previous``: position ox - 1's last channels) or in the others only (position
+    ox's first channels)."""
+    term = _term(acc, d, dp, xs, xp, width, ox)
+    return simd.choose_first(shift, term, acc) if previous else simd.choose_first(shift, acc, term)
+
+
+@njit(inline="always")
+def _straddling_tap(lanes, like, width, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi, shift):
+    """``_one_tap`` for the vector that straddles each position and the one before (module
+    docstring): at position lo[t] its own channels only, then positions lo[t] + 1 .. hi[t] - 1
+    whole, then at position hi[t] position hi[t] - 1's channels only. lo[t] is the first
+    position of its lane and hi[t] - 1 the last, so both lanes keep their order."""
+    at = (t * slots + slots - _LANES) * width - shift
+    even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
+    first, last = lo[t], hi[t]
+    for r in range(n_rows if first < last else 0):
+        if x_cols[r, t] == _NO_ROW:
+            continue
+        dp, xp = d_rows[r] - shift, x_cols[r, t] - shift
+        if first % 2 == 0:
+            even = _part_term(even, d, dp, xs, xp, width, first, shift, False)
+        else:
+            odd = _part_term(odd, d, dp, xs, xp, width, first, shift, False)
+        even, odd = _tap_run(even, odd, d, dp, xs, xp, width, first + 1, last)
+        if last % 2 == 0:
+            even = _part_term(even, d, dp, xs, xp, width, last, shift, True)
+        else:
+            odd = _part_term(odd, d, dp, xs, xp, width, last, shift, True)
+    simd.store(lanes, at, even)
+    simd.store(lanes, at + width, odd)
+
+
 @row_njit
-def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n):
+def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_next_n, x_next, x_next_n, shift):
     """Channels-last, ``n_rows`` dy rows (row r at ``d_rows[r]``): for each tap t, row r with
     ``x_cols[r, t] != _NO_ROW``, ox in [lo[t], hi[t]) and k < width, ``lanes[(t*2 + ox % 2)*width
     + k] += d[d_rows[r] + ox*width + k] * xs[x_cols[r, t] + ox*width + k]``, each lane receiving
@@ -169,12 +218,16 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
     (``_three_taps``), the last one or two alone. The channels past the last whole vector go one
     by one. Meanwhile the lines the next rows read first, ``d[d_next:][:d_next_n]`` and
     ``xs[x_next:][:x_next_n]``, are requested into L2 a share per (vector, pass): the walk reads
-    lines far apart, which the CPU's prefetchers do not foresee."""
-    like = simd.zeros_of(lanes, _VECTOR_BYTES)
-    v = _VECTOR_BYTES // lanes.itemsize
+    lines far apart, which the CPU's prefetchers do not foresee. ``shift`` > 0: rows and vectors
+    of channels that start ``shift`` elements past a multiple of the vector width, walked from it
+    (module docstring; the first vector of each position tap by tap), into lanes of
+    ``lane_slots(shift)`` slots per tap; the width is then whole lines, so whole vectors."""
+    like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
+    v = _FILTER_VECTOR_BYTES // lanes.itemsize
     vectors = width - width % v
     taps = lo.size
     passes = -(-taps // _TAPS_PER_PASS)
+    slots = lane_slots(shift)
     line = simd.LINE_BYTES // d.itemsize
     d_share = simd.line_share(d_next_n, vectors // v * passes, line)
     x_share = simd.line_share(x_next_n, vectors // v * passes, line)
@@ -184,14 +237,17 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
             simd.prefetch_l2_range(d, d_next + requested * d_share, d_next + min((requested + 1) * d_share, d_next_n))
             simd.prefetch_l2_range(xs, x_next + requested * x_share, x_next + min((requested + 1) * x_share, x_next_n))
             requested += 1
-            if t + _TAPS_PER_PASS <= taps:
-                _three_taps(lanes, like, width, j, t, d, d_rows, n_rows, xs, x_cols, lo, hi)
+            if shift > 0 and j == 0:
+                for alone in range(t, min(t + _TAPS_PER_PASS, taps)):
+                    _straddling_tap(lanes, like, width, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi, shift)
+            elif t + _TAPS_PER_PASS <= taps:
+                _three_taps(lanes, like, width, j - shift, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
             else:
                 for alone in range(t, taps):
-                    _one_tap(lanes, like, width, j, alone, d, d_rows, n_rows, xs, x_cols, lo, hi)
+                    _one_tap(lanes, like, width, j - shift, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
     for k in range(vectors, width):
         for t in range(taps):
-            base = t * _LANES * width + k
+            base = (t * slots + slots - _LANES) * width + k
             for r in range(n_rows):
                 if x_cols[r, t] != _NO_ROW:
                     d0, x0 = d_rows[r] + k, x_cols[r, t] + k
@@ -219,9 +275,13 @@ def _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi):
 
 
 @row_njit
-def _add_lanes(lanes, width, totals):
-    """``totals[t*width + k]`` = lane 0 + lane 1 of (t, k)."""
+def _add_lanes(lanes, width, totals, shift):
+    """``totals[t*width + k]`` = lane 0 + lane 1 of (t, k). ``shift`` > 0 (``_lane_rows``): lane
+    1's last ``shift`` channels are in the slot before lane 0, moved to their lane first."""
+    slots = lane_slots(shift)
     for t in range(totals.size // width):
-        first = t * _LANES * width
+        first = (t * slots + slots - _LANES) * width
+        for k in range(width - shift, width):
+            lanes[first + width + k] = lanes[first - width + k]
         for k in range(width):
             totals[t * width + k] = lanes[first + k] + lanes[first + width + k]

@@ -39,6 +39,10 @@ _JOBS_PER_THREAD = 16
 # Backprop filter: independent partial sums per filter element (lane ``ox % 2``), so that the
 # additions of one element do not wait on each other (``lanes``).
 _LANES = 2
+# Backprop filter: the width of the lanes' registers, one AVX-512 register or one AVX2 register
+# (64-byte vectors, two registers each, would give a pass's 6 accumulators 12 of the 16). A
+# constant of the target, as ``_ROW_SIZES`` is, so that a kernel compiles one variant only.
+_FILTER_VECTOR_BYTES = 64 if codegen_target().avx512 else 32
 # Backprop filter: rows of at least this many positions keep their lanes in registers
 # (``lanes._lane_rows``), narrower ones in memory (``lanes._lane_rows_in_memory``).
 _FILTER_REGISTER_POSITIONS = 16
@@ -145,6 +149,17 @@ def _whole_lines(strides, chans: int, itemsize: int) -> bool:
 def _line_offset(buffer: np.ndarray, offset: int) -> int:
     """How many bytes past a 64-byte line element ``offset`` of ``buffer`` starts."""
     return (buffer.ctypes.data + offset * buffer.itemsize) % simd.LINE_BYTES
+
+
+def filter_line_shift(x_buf: np.ndarray, x_off: int, dy_buf: np.ndarray, dy_off: int) -> int:
+    """How many elements past a multiple of the kernel's vector width (``_FILTER_VECTOR_BYTES``)
+    the filter gradient's x and dy rows start when both start at the same point of a 64-byte
+    line, else 0 (``lanes._lane_rows``' ``shift``). Asked only
+    of a plan whose positions, rows and images span whole lines (``_whole_lines``;
+    ``call_plans.filter_plan``'s ``walks_from_lines``), so one offset holds for all of them."""
+    x_at, dy_at = _line_offset(x_buf, x_off), _line_offset(dy_buf, dy_off)
+    # a vector that starts on a multiple of its width never spans two lines
+    return x_at % _FILTER_VECTOR_BYTES // x_buf.itemsize if x_at == dy_at and x_at % x_buf.itemsize == 0 else 0
 
 
 def _weights(filt: np.ndarray, acc: type, pitch: int) -> tuple[np.ndarray, bool]:
