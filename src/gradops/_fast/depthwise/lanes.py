@@ -13,15 +13,15 @@ lane 1) at the end of a chunk (``_add_lanes``).
 
 Rows read in place that start ``shift`` elements past a multiple of the vector width (NumPy's
 large arrays start 16 bytes past a 64-byte line) are walked with their vectors of channels moved
-back to that multiple (``plan.filter_line_shift``): a vector that spans two lines costs two loads. Each position's
-first vector then straddles two positions: its first ``shift`` elements are the previous
-position's last channels, the rest the position's first ones. ``[lane][k]`` has the layout of
-``[position][k]`` for a pair of positions, so the straddling register of lane L is stored over
-lane L - 1's last channels and lane L's first; lane 0's over an extra slot before lane 0 of each
-tap, which holds lane 1's last channels (moved by ``_add_lanes``). A tap's first position adds
-its own channels only, and the position after its last one adds the last one's channels only
-(``_straddling_tap``). Every element of a register still adds the terms of one lane in (row, ox)
-order: the same sums, the same bits.
+back to that multiple (``plan.filter_line_shift``): a vector that spans two lines costs two
+loads. Each position's first vector then straddles two positions: its first ``shift`` elements
+are the previous position's last channels (the other lane), the rest the position's first ones.
+A tap's slots are ``[extra][lane 0][lane 1]``, each ``[k]``, so the straddling register of lane
+1 is stored over lane 0's last channels and lane 1's first, and lane 0's over the extra slot's
+last channels, which stand for lane 1's until ``_add_lanes`` moves them there. A tap's first
+position adds its own channels only, and the position after its last one adds the last one's
+channels only (``_straddling_tap``). Every element of a register still adds the terms of one
+lane in (row, ox) order: the same sums, the same bits.
 """
 
 from __future__ import annotations

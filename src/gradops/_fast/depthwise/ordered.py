@@ -5,8 +5,8 @@ compiles). The order is the one this package's docstring fixes (SPEC 5.4, 5.6):
 * forward: per output element, +0, then the taps (ky, kx) ascending, each ``+ x * w`` (a product
   rounded to the accumulator, then a sum rounded);
 * backprop input: per dx element and m, +0, then the taps ascending; the M sums added in m order;
-* backprop filter: per filter element 16 lanes, the term of dy column ox added to lane ox % 16 in
-  (row, ox) order; lanes added in order; row chunks (``plan._filter_chunks``) added in order.
+* backprop filter: per filter element 2 lanes, the term of dy column ox added to lane ox % 2 in
+  (row, ox) order; lane 0 + lane 1; row chunks (``plan._filter_chunks``) added in order.
 
 A tap that reaches only padding for a position is skipped there (forward and backprop input: a
 tap adds to the positions it reaches; filter: the term is -0, which leaves every sum as it is).
