@@ -60,7 +60,7 @@ def lane_order_backprop_filter(x, dy, fh, fw, stride, dil, pad, out_dtype):
 
 
 CASES = [
-    # (N, H, W, C, M, fh, fw, stride, dil, pad): whole blocks of 16 positions, heads and tails
+    # (N, H, W, C, M, fh, fw, stride, dil, pad): pairs of positions, each tap's own heads and tails
     # around them, a channel tail past the last vector, and more rows than chunks
     (2, 9, 45, 35, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
     (3, 25, 37, 16, 1, 3, 3, (1, 1), (1, 1), (1, 1)),

@@ -35,8 +35,7 @@ def _backprop_filter_kernel_for(registers_path: bool):
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
-                                dy_st, dy_direct, direct_dy, partial, geo, kind, group_rows,
-                                shift):
+                                dy_st, dy_direct, direct_dy, partial, geo, kind, group_rows, shift):
         """``partial[chunk, tap, k]``: the chunk's rows summed lane by lane, lanes added in order.
         ``shift``: rows read in place that start that many elements past a multiple of the vector
         width, walked from it (``lanes._lane_rows``; 0 for any other rows)."""
@@ -107,7 +106,7 @@ def _backprop_filter_kernel_for(registers_path: bool):
                         _lane_rows(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, d_next, d_next_n,
                                    x_next, x_next_n, shift)
                     else:
-                        _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi)
+                        _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, 0)
                     row += n_rows
                 _add_lanes(lanes, width, partial[chunk].reshape(-1), shift)
             finish(counters)

@@ -132,10 +132,11 @@ def _three_taps(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, 
     e2, o2 = simd.load_as(like, lanes, at2), simd.load_as(like, lanes, at2 + width)
     lo0, lo1, lo2, hi0, hi1, hi2 = lo[t], lo[t + 1], lo[t + 2], hi[t], hi[t + 1], hi[t + 2]
     start, end = max(lo0, lo1, lo2), min(hi0, hi1, hi2)
+    shared = start < end  # some positions all three taps reach
     for r in range(n_rows):
         dp = d_rows[r] + j
         c0, c1, c2 = x_cols[r, t], x_cols[r, t + 1], x_cols[r, t + 2]
-        if c0 == _NO_ROW or c1 == _NO_ROW or c2 == _NO_ROW or start >= end:
+        if not shared or c0 == _NO_ROW or c1 == _NO_ROW or c2 == _NO_ROW:
             if c0 != _NO_ROW:
                 e0, o0 = _tap_run(e0, o0, d, dp, xs, c0 + j, width, lo0, hi0)
             if c1 != _NO_ROW:
@@ -215,8 +216,8 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
 
     One vector of channels at a time, so that its lines of the rows stay in L1 while the passes
     of taps revisit them (and the next vector, in the same lines); the taps in passes of 3
-    (``_three_taps``), the last one or two alone. The channels past the last whole vector go one
-    by one. Meanwhile the lines the next rows read first, ``d[d_next:][:d_next_n]`` and
+    (``_three_taps``), the last one or two alone. The channels past the last whole vector go
+    through ``_lane_rows_in_memory``. Meanwhile the lines the next rows read first, ``d[d_next:][:d_next_n]`` and
     ``xs[x_next:][:x_next_n]``, are requested into L2 a share per (vector, pass): the walk reads
     lines far apart, which the CPU's prefetchers do not foresee. ``shift`` > 0: rows and vectors
     of channels that start ``shift`` elements past a multiple of the vector width, walked from it
@@ -245,32 +246,29 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
             else:
                 for alone in range(t, taps):
                     _one_tap(lanes, like, width, j - shift, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
-    for k in range(vectors, width):
-        for t in range(taps):
-            base = (t * slots + slots - _LANES) * width + k
-            for r in range(n_rows):
-                if x_cols[r, t] != _NO_ROW:
-                    d0, x0 = d_rows[r] + k, x_cols[r, t] + k
-                    for ox in range(lo[t], hi[t]):
-                        lanes[base + (ox % _LANES) * width] += d[d0 + ox * width] * xs[x0 + ox * width]
+    # the channels past the last whole vector (none with a shift: whole lines, so whole vectors)
+    _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, vectors)
 
 
 @row_njit
-def _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi):
-    """``_lane_rows`` with the lanes in memory: for each row, tap and position, a whole run of
-    ``width`` channels, contiguous in the lanes, dy and x alike. For rows narrower than
-    ``plan._FILTER_REGISTER_POSITIONS``, where a vector of channels at a time would pay a pass's
-    setup for a few positions and read lines ``width`` elements apart (a multiple of 512 bytes
-    maps them all into a few sets of the L1 cache)."""
-    for r in range(n_rows):
+def _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, first):
+    """``_lane_rows`` with the lanes in memory, for channels ``first`` .. ``width`` - 1: for each
+    row, tap and position, a run of those channels, contiguous in the lanes, dy and x alike. All
+    channels for rows narrower than ``plan._FILTER_REGISTER_POSITIONS``, where a vector of channels
+    at a time would pay a pass's setup for a few positions and read lines ``width`` elements apart
+    (a multiple of 512 bytes maps them all into a few sets of the L1 cache); the channels past the
+    last whole vector for ``_lane_rows``."""
+    n = width - first
+    for r in range(n_rows if n > 0 else 0):
         for t in range(lo.size):
             if x_cols[r, t] == _NO_ROW:
                 continue
             for ox in range(lo[t], hi[t]):
-                lane = lanes[(t * _LANES + ox % _LANES) * width:(t * _LANES + ox % _LANES + 1) * width]
-                dd = d[d_rows[r] + ox * width:d_rows[r] + (ox + 1) * width]
-                xx = xs[x_cols[r, t] + ox * width:x_cols[r, t] + (ox + 1) * width]
-                for k in range(width):
+                at = (t * _LANES + ox % _LANES) * width + first
+                lane = lanes[at:at + n]
+                dd = d[d_rows[r] + ox * width + first:d_rows[r] + ox * width + width]
+                xx = xs[x_cols[r, t] + ox * width + first:x_cols[r, t] + ox * width + width]
+                for k in range(n):
                     lane[k] += dd[k] * xx[k]
 
 

@@ -31,7 +31,7 @@ from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes
 from ..codecs import HALF_KINDS
-from .selection import NINE_BLOCKS, NINE_ROWS, row_sizes, tier
+from .selection import FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
@@ -39,10 +39,9 @@ _JOBS_PER_THREAD = 16
 # Backprop filter: independent partial sums per filter element (lane ``ox % 2``), so that the
 # additions of one element do not wait on each other (``lanes``).
 _LANES = 2
-# Backprop filter: the width of the lanes' registers, one AVX-512 register or one AVX2 register
-# (64-byte vectors, two registers each, would give a pass's 6 accumulators 12 of the 16). A
+# Backprop filter: the width of the lanes' registers (``selection.FILTER_VECTOR_BYTES``). A
 # constant of the target, as ``_ROW_SIZES`` is, so that a kernel compiles one variant only.
-_FILTER_VECTOR_BYTES = 64 if codegen_target().avx512 else 32
+_FILTER_VECTOR_BYTES = FILTER_VECTOR_BYTES[tier(codegen_target())]
 # Backprop filter: rows of at least this many positions keep their lanes in registers
 # (``lanes._lane_rows``), narrower ones in memory (``lanes._lane_rows_in_memory``).
 _FILTER_REGISTER_POSITIONS = 16
@@ -71,10 +70,10 @@ _ROW_SIZES = row_sizes(codegen_target())
 # are staged with zero margins, which makes each row one segment. Backprop's strided dy rows stay
 # in place (staging did not pay).
 _IN_PLACE_ROW_BYTES = 128
-# Backprop filter: a group of channels-last rows read in place is summed with one pass of the
-# lanes through registers (``lanes._lane_rows``), as long as the group's lines of one vector of
-# channels (its dy rows, and the x rows they read) fill at most this share of the L1 data cache,
-# where the taps revisit them.
+# Backprop filter: channels-last rows read in place are summed a group at a time, each pass of
+# taps keeping its lanes in registers over the group (``lanes._lane_rows``), as long as the
+# group's lines of one vector of channels (its dy rows, and the x rows they read) fill at most
+# this share of the L1 data cache, where the passes revisit them.
 _FILTER_GROUP_L1_SHARE = 0.5
 # ``_planar_blocks_kernel``: about this many elements per block of rows, so that a job's staged
 # rows and accumulators stay in cache.
@@ -154,9 +153,9 @@ def _line_offset(buffer: np.ndarray, offset: int) -> int:
 def filter_line_shift(x_buf: np.ndarray, x_off: int, dy_buf: np.ndarray, dy_off: int) -> int:
     """How many elements past a multiple of the kernel's vector width (``_FILTER_VECTOR_BYTES``)
     the filter gradient's x and dy rows start when both start at the same point of a 64-byte
-    line, else 0 (``lanes._lane_rows``' ``shift``). Asked only
-    of a plan whose positions, rows and images span whole lines (``_whole_lines``;
-    ``call_plans.filter_plan``'s ``walks_from_lines``), so one offset holds for all of them."""
+    line, else 0 (``lanes._lane_rows``' ``shift``). Asked only of a plan whose positions, rows and
+    images span whole lines (``_whole_lines``; ``call_plans.filter_plan``'s
+    ``walks_from_lines``), so one offset holds for all of them."""
     x_at, dy_at = _line_offset(x_buf, x_off), _line_offset(dy_buf, dy_off)
     # a vector that starts on a multiple of its width never spans two lines
     return x_at % _FILTER_VECTOR_BYTES // x_buf.itemsize if x_at == dy_at and x_at % x_buf.itemsize == 0 else 0

@@ -122,6 +122,10 @@ TILE_KERNELS = {
     "narrow": Tiles(32, "taps_4x2_32b", "taps_4x1_32b", "taps_1x4_32b", "taps_1x1_32b"),
 }
 
+# The backprop filter's vectors of channels (``lanes._lane_rows``): one register. A pass keeps 6
+# accumulators; in 64-byte vectors (two AVX2 registers each) they would take 12 of the 16.
+FILTER_VECTOR_BYTES = {"wide": 64, "narrow": 32}
+
 
 def tier(target: Target) -> str:
     """The table's tier of the code-generation target."""
