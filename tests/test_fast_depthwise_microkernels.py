@@ -128,7 +128,7 @@ def test_selection_table_covers_the_family():
     selected = set()
     for tier in selection.ROW_KERNELS.values():
         for size, blocks in tier.items():
-            for stem, positions in ((blocks.eight, 8), (blocks.seven, 7), (blocks.four, 4)):
+            for stem, positions in ((blocks.main, blocks.positions), (blocks.seven, 7), (blocks.four, 4)):
                 if stem is None:
                     continue
                 for direction in ("ascending", "descending"):

@@ -23,14 +23,16 @@ from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, che
                                            (np.dtype(np.float32), "NHWC")])
 @pytest.mark.parametrize("k, dil, pad, w, margins", [(3, 1, (1, 1), 14, (1, 1)), (3, 1, (1, 1), 23, (1, 1)),
                                                      (5, 1, (2, 2), 13, (2, 2)), (5, 1, (2, 2), 7, (2, 2)),
-                                                     (5, 1, (2, 2), 14, (2, 2)), (3, 2, (2, 2), 12, (2, 2)),
+                                                     (5, 1, (2, 2), 14, (2, 2)), (5, 1, (2, 2), 5, (2, 2)),
+                                                     (5, 1, (2, 2), 22, (2, 2)), (3, 2, (2, 2), 12, (2, 2)),
                                                      (3, 1, (0, 2), 11, (2, 0)), (3, 1, (2, 0), 11, (0, 2)),
                                                      (3, 1, (3, 3), 9, (0, 0)), (4, 1, (1, 2), 10, (2, 1))])
 def test_staged_rows_with_zero_margins(dtype, layout, k, dil, pad, w, margins):
     """Stride-1 backprop over staged dy rows (strided, half, or float32 rows of 48 channels, wider
     than ``_IN_PLACE_ROW_BYTES``) with zero margins, so each row is
-    one segment whose blocks of 8 overlap at the end, or go 7 at a time over 7k positions
-    (``_zero_margins``, ``_taps_rows``): the
+    one segment whose blocks of P (8, or 7: ``selection.ROW_KERNELS``) overlap at the end, or go 7
+    at a time over 7k positions, or whose 5 positions go tap by tap (``_zero_margins``,
+    ``_taps_rows``): the
     same bits as NCHW's planar kernels, and against brute force. Asymmetric padding gives
     margins on one side only (each margin: the filter's reach less that side's padding); padding
     of 3 on a 3x3 filter needs none."""

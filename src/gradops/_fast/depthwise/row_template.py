@@ -85,8 +85,8 @@ FAMILY = tuple(
         (3, 4, 64, "sources_first", False),
         (5, 8, 64, "sources_first", True),
         (7, 8, 64, "tap_major", False),
-        (5, 8, 32, "tap_major", True),
-        (7, 8, 32, "tap_major", False),
+        (5, 7, 32, "tap_major", False),
+        (7, 7, 32, "tap_major", False),
         (3, 6, 32, "nine", False),
     )
 )

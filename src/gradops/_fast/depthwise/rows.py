@@ -3,10 +3,10 @@ dilation 1 read consecutive positions, so neighbouring outputs share their sourc
 taps keep their weights in registers (SPEC 5.4; the same products and additions in the same
 order as ``taps._taps_blocked``, so the same bits).
 
-* ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, 8 positions at a time, then 4
-  (3-tap rows); 3- and 5-tap rows 7 at a time for rows of 7k positions. The blocks are the
-  generated microkernels (``row_template.py``, ``row_microkernels_*.py``) that
-  ``selection.ROW_KERNELS`` chooses.
+* ``_taps_rows_for(size, ascending)``: rows of 3, 5 or 7 taps, P positions at a time (8, or 7),
+  then 4 (3-tap rows); 7 at a time for rows of 7k positions where the size has a ``seven``
+  microkernel. The blocks are the generated microkernels (``row_template.py``,
+  ``row_microkernels_*.py``) that ``selection.ROW_KERNELS`` chooses, with their P.
 * ``_taps9_2x2``: the 9 taps of a 3x3 filter (any dilation) over rows that ``selection.
   NINE_BLOCKS`` allows keep all 18 weight vectors of a pair of k vectors in registers
   and go 2 positions at a time; ``_taps9_rows_for(ascending)`` does the same for whole filter
@@ -80,23 +80,24 @@ def _taps_rows_for(size: int, ascending: bool):
     ``plan._tap_paths`` says which sizes a call may meet). The choices are closure constants:
     numba prunes the branches of the blocks a size has no kernel for before typing them."""
     blocks = ROW_KERNELS[tier(codegen_target())][size]
-    vector_bytes = blocks.vector_bytes
-    eight = row_microkernel(blocks.eight, ascending)
+    vector_bytes, main_positions = blocks.vector_bytes, blocks.positions
+    main = row_microkernel(blocks.main, ascending)
     has_seven, has_four = blocks.seven is not None, blocks.four is not None
-    seven_apart = has_seven and blocks.seven != blocks.eight
-    seven = row_microkernel(blocks.seven, ascending) if has_seven else eight
-    four = row_microkernel(blocks.four, ascending) if has_four else eight
+    seven_apart = has_seven and blocks.seven != blocks.main
+    seven = row_microkernel(blocks.seven, ascending) if has_seven else main
+    four = row_microkernel(blocks.four, ascending) if has_four else main
 
     @row_njit
     def _taps_rows(acc, a0, step, width, pitch, n_pos, src, so, wt, taps, count, low, prefetch, stream, ahead_src,
                    ahead, ahead_n):
-        """``_taps_blocked`` for taps in filter rows of ``size`` taps (``_filter_rows``), 8 positions
-        at a time over whole vectors; returns how many positions it computed (the rest go to
-        ``_taps_blocked``). Same products, same additions, same order. Rows of 3 or 5 taps over 7k
-        positions (7, 14, 21, 28; e.g. 14-position rows with zero margins, 7x7 layers) go 7 at a
-        time. Otherwise a remainder after the blocks of 8 (but 4 positions of 3-tap rows, which take
-        a block of 4) is covered by one more block of 8 ending at ``n_pos``, which computes again
-        (and writes again, the same bits) up to 7 positions (not 8 + 4 + 2 in ``_taps_blocked``,
+        """``_taps_blocked`` for taps in filter rows of ``size`` taps (``_filter_rows``), P positions
+        at a time over whole vectors (``RowBlocks.positions``: 8, or 7); returns how many positions
+        it computed (the rest go to ``_taps_blocked``). Same products, same additions, same order.
+        Where the size has a ``seven`` microkernel, rows over 7k positions that are not a multiple of
+        P (7, 14, 21, 28; e.g. 14-position rows with zero margins, 7x7 layers) go 7 at a time.
+        Otherwise a remainder after the blocks of P (but 4 positions of 3-tap rows, which take a
+        block of 4) is covered by one more block of P ending at ``n_pos``, which computes again (and
+        writes again, the same bits) up to P - 1 positions (not 4 + 2 + 1 in ``_taps_blocked``,
         which reloads the weights for each position). ``prefetch``: the rows are read in place from
         memory, so the first and last rows of taps (the source row that is new for this output row,
         in the adjoint and in the forward direction) are requested ``_PREFETCH_POSITIONS`` ahead.
@@ -107,10 +108,10 @@ def _taps_rows_for(size: int, ascending: bool):
         if width < lanes:
             return 0
         rows = size if ascending else -size
-        sevens = has_seven and n_pos % 7 == 0 and n_pos % 8 != 0
-        positions = 7 if sevens else 8
-        blocked = n_pos if sevens else n_pos // 8 * 8
-        overlap = not sevens and n_pos > blocked >= 8 and not (has_four and n_pos - blocked == 4)
+        sevens = has_seven and n_pos % 7 == 0 and n_pos % main_positions != 0
+        positions = 7 if sevens else main_positions
+        blocked = n_pos if sevens else n_pos // main_positions * main_positions
+        overlap = not sevens and n_pos > blocked >= main_positions and not (has_four and n_pos - blocked == 4)
         n_blocks = blocked // positions + overlap
         share = simd.line_share(ahead_n, n_blocks * (width // lanes), simd.LINE_BYTES // ahead_src.itemsize)
         requested = 0
@@ -132,9 +133,9 @@ def _taps_rows_for(size: int, ascending: bool):
                     if sevens:
                         seven(acc, a, step, pitch, src, low, wt, taps, j, count, stream, 7)
                     else:
-                        eight(acc, a, step, pitch, src, low, wt, taps, j, count, stream, 8)
+                        main(acc, a, step, pitch, src, low, wt, taps, j, count, stream, main_positions)
                 else:  # one kernel, the count at run time (read by the "8or7" kernels)
-                    eight(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)
+                    main(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions)
                 j += lanes
             _channel_tail(acc, a0 + q * step, step, width, pitch, positions, src, so, q * pitch, wt, taps, count, j)
         if overlap:

@@ -4,11 +4,11 @@ come in whole filter rows, per filter row size (``ROW_KERNELS``), which computes
 3x3 filter with their weights in registers (``NINE_ROWS``), and which tiles
 (``tile_template.py``) compute a segment of any taps (``TILE_KERNELS``).
 
-A row segment of ``n`` positions (``rows._taps_rows_for``) goes in blocks of 8 positions, or of 7
-when ``n`` is a multiple of 7 and not of 8 (7x7 and 14x14 layers; ``seven``); a remainder is one
-more block of 8 ending at ``n``. 3-tap rows take a remainder of exactly 4, and segments of 4 to 7
-positions, in a block of 4 (``four``). Sizes without a ``seven`` or ``four`` microkernel use the
-blocks of 8 instead. The plan (``plan._tap_paths``) decides which sizes a call may meet; the
+A row segment of ``n`` positions (``rows._taps_rows_for``) goes in blocks of P positions (8 or
+7, per tier and size: ``RowBlocks.positions``), or of 7 when ``n`` is a multiple of 7 and not of
+P (7x7 and 14x14 layers; ``seven``); a remainder is one more block of P ending at ``n``. 3-tap
+rows take a remainder of exactly 4, and segments of 4 to 7 positions, in a block of 4
+(``four``). Sizes without a ``seven`` or ``four`` microkernel use the blocks of P instead. The plan (``plan._tap_paths``) decides which sizes a call may meet; the
 kernel built for it compiles only the microkernels those sizes select.
 
 Tiers: ``wide``, targets with 32 vector registers of 64 bytes (AVX-512); ``narrow``, the others
@@ -28,11 +28,12 @@ from . import row_microkernels_ascending, row_microkernels_descending, tile_micr
 @dataclass(frozen=True)
 class RowBlocks:
     """Microkernel stems (``row_template.RowMicrokernel.stem``: the name without the direction)
-    of one filter row size: blocks of 8 positions, of 7 (None: none of its own), of 4 (None:
-    none), all with vectors of ``vector_bytes``."""
+    of one filter row size: blocks of ``positions`` positions (``main``), of 7 (None: none of its
+    own), of 4 (None: none), all with vectors of ``vector_bytes``."""
 
     vector_bytes: int
-    eight: str
+    positions: int
+    main: str
     seven: str | None = None
     four: str | None = None
 
@@ -41,21 +42,22 @@ ROW_KERNELS = {
     "wide": {
         # Literal counts 7 and 8, each its own copy: 3-tap blocks are short, and a run-time
         # count would test it inside them.
-        3: RowBlocks(64, eight="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
+        3: RowBlocks(64, 8, main="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
         # One microkernel takes 7 or 8 at run time: two copies of the 5-tap blocks made a first
         # NHWC backprop-input call compile for 33.1 against 28.8 CPU s.
-        5: RowBlocks(64, eight="row5_8or7_64b", seven="row5_8or7_64b"),
-        7: RowBlocks(64, eight="row7_8_64b"),
+        5: RowBlocks(64, 8, main="row5_8or7_64b", seven="row5_8or7_64b"),
+        7: RowBlocks(64, 8, main="row7_8_64b"),
     },
     # 16 registers of 32 bytes. 3-tap rows keep 64-byte vectors (two registers each): with 32,
-    # S2's B3 took 1.31x the time. 5- and 7-tap rows use 32-byte vectors, tap by tap: 8 sums, a
-    # weight and about 8 sources live, near the 16 registers; with 64-byte vectors the 7-tap
-    # rows spilled and lost to tap by tap. At the AVX2 tier on an AVX-512 host, where these
-    # rows are bound by the multiplies and adds, the choice measured the same (docs/performance.md).
+    # S2's B3 took 1.31x the time. 5- and 7-tap rows use 32-byte vectors, tap by tap, in blocks
+    # of 7 positions: 7 sums, a weight, the tap's product and the sources the next taps read
+    # fit the 16 registers. Blocks of 8 spilled sums to the stack (each multiply-then-add needs
+    # a register for the product) and ran at 0.55-0.65 of the 7-position blocks' rate on a Zen 3;
+    # with 64-byte vectors the 7-tap rows spilled more (docs/performance.md, "Depthwise").
     "narrow": {
-        3: RowBlocks(64, eight="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
-        5: RowBlocks(32, eight="row5_8or7_32b", seven="row5_8or7_32b"),
-        7: RowBlocks(32, eight="row7_8_32b"),
+        3: RowBlocks(64, 8, main="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
+        5: RowBlocks(32, 7, main="row5_7_32b"),
+        7: RowBlocks(32, 7, main="row7_7_32b"),
     },
 }
 
