@@ -158,13 +158,11 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
 @pytest.mark.parametrize("w, c, mult", [(21, 16, 1), (13, 20, 2), (30, 32, 1)])
 def test_seven_tap_filter_rows(w, c, mult):
     """7x7 filters of dilation 1 go row by row through the 7-tap row microkernels
-    (``selection.ROW_KERNELS``: blocks of 8 positions x 14 source vectors per filter row with
-    AVX-512, of 7 x 13 with AVX2), forward and adjoint (taps walking the row backwards): forward
-    interiors of 15 positions (two blocks, then one overlapping them with AVX2; a block of 8 and
-    one overlapping it with AVX-512), of 24 (three blocks and an overlapping one with AVX2) and
-    of 7 (one block with AVX2, tap by tap with AVX-512), C*M = 40 with a masked channel tail; the
-    adjoint's staged rows of 13 (one segment with zero margins). Bit for bit the documented
-    order."""
+    (``selection.row_blocks``), forward and adjoint (taps walking the row backwards): forward
+    interiors of 15 positions (a block of 8 and one overlapping it), of 24 (three blocks) and of
+    7 (tap by tap), C*M = 40 with a masked channel tail; the adjoint's staged rows of 13 (one
+    segment with zero margins: blocks of 8, or of 7 with AVX2, the last overlapping). Bit for
+    bit the documented order."""
     rng = np.random.default_rng(w * c)
     n, h, k, pad = 1, 9, 7, 3
     x = random_values(rng, (n, h, w, c), np.float32)

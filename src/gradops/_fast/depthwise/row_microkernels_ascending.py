@@ -330,11 +330,11 @@ def row7_8_64b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
 
 
 @njit(inline="always")
-def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions):
-    """7 positions x a 32-byte vector at j, filter rows of 5 taps;
+def row5_8or7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions):
+    """8 (or 7: ``positions``, at run time) positions x a 32-byte vector at j, filter rows of 5 taps;
     tap i reads position + i; tap by tap over every sum, each source loaded before its first tap."""
     b0 = simd.zeros_of(acc, 32)
-    b1 = b2 = b3 = b4 = b5 = b6 = b0
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 5):
         p = low[t // 5] + j
         v0 = simd.load_as(b0, src, p)
@@ -344,6 +344,7 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         v4 = simd.load_as(b0, src, p + 4 * pitch)
         v5 = simd.load_as(b0, src, p + 5 * pitch)
         v6 = simd.load_as(b0, src, p + 6 * pitch)
+        v7 = simd.load_as(b0, src, p + 7 * pitch)
         w = simd.load_as(b0, wt, taps[t] + j)
         b0 = simd.muladd(b0, v0, w)
         b1 = simd.muladd(b1, v1, w)
@@ -352,7 +353,8 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v4, w)
         b5 = simd.muladd(b5, v5, w)
         b6 = simd.muladd(b6, v6, w)
-        v7 = simd.load_as(b0, src, p + 7 * pitch)
+        b7 = simd.muladd(b7, v7, w)
+        v8 = simd.load_as(b0, src, p + 8 * pitch)
         w = simd.load_as(b0, wt, taps[t + 1] + j)
         b0 = simd.muladd(b0, v1, w)
         b1 = simd.muladd(b1, v2, w)
@@ -361,7 +363,8 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v5, w)
         b5 = simd.muladd(b5, v6, w)
         b6 = simd.muladd(b6, v7, w)
-        v8 = simd.load_as(b0, src, p + 8 * pitch)
+        b7 = simd.muladd(b7, v8, w)
+        v9 = simd.load_as(b0, src, p + 9 * pitch)
         w = simd.load_as(b0, wt, taps[t + 2] + j)
         b0 = simd.muladd(b0, v2, w)
         b1 = simd.muladd(b1, v3, w)
@@ -370,7 +373,8 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v6, w)
         b5 = simd.muladd(b5, v7, w)
         b6 = simd.muladd(b6, v8, w)
-        v9 = simd.load_as(b0, src, p + 9 * pitch)
+        b7 = simd.muladd(b7, v9, w)
+        v10 = simd.load_as(b0, src, p + 10 * pitch)
         w = simd.load_as(b0, wt, taps[t + 3] + j)
         b0 = simd.muladd(b0, v3, w)
         b1 = simd.muladd(b1, v4, w)
@@ -379,7 +383,8 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v7, w)
         b5 = simd.muladd(b5, v8, w)
         b6 = simd.muladd(b6, v9, w)
-        v10 = simd.load_as(b0, src, p + 10 * pitch)
+        b7 = simd.muladd(b7, v10, w)
+        v11 = simd.load_as(b0, src, p + 11 * pitch) if positions == 8 else v10
         w = simd.load_as(b0, wt, taps[t + 4] + j)
         b0 = simd.muladd(b0, v4, w)
         b1 = simd.muladd(b1, v5, w)
@@ -388,6 +393,7 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v8, w)
         b5 = simd.muladd(b5, v9, w)
         b6 = simd.muladd(b6, v10, w)
+        b7 = simd.muladd(b7, v11, w)
     _put(acc, a + j, b0, stream)
     _put(acc, a + j + step, b1, stream)
     _put(acc, a + j + 2 * step, b2, stream)
@@ -395,14 +401,16 @@ def row5_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
     _put(acc, a + j + 4 * step, b4, stream)
     _put(acc, a + j + 5 * step, b5, stream)
     _put(acc, a + j + 6 * step, b6, stream)
+    if positions == 8:
+        _put(acc, a + j + 7 * step, b7, stream)
 
 
 @njit(inline="always")
-def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions):
-    """7 positions x a 32-byte vector at j, filter rows of 7 taps;
+def row7_8_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stream, positions):
+    """8 positions x a 32-byte vector at j, filter rows of 7 taps;
     tap i reads position + i; tap by tap over every sum, each source loaded before its first tap."""
     b0 = simd.zeros_of(acc, 32)
-    b1 = b2 = b3 = b4 = b5 = b6 = b0
+    b1 = b2 = b3 = b4 = b5 = b6 = b7 = b0
     for t in range(0, count, 7):
         p = low[t // 7] + j
         v0 = simd.load_as(b0, src, p)
@@ -412,6 +420,7 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         v4 = simd.load_as(b0, src, p + 4 * pitch)
         v5 = simd.load_as(b0, src, p + 5 * pitch)
         v6 = simd.load_as(b0, src, p + 6 * pitch)
+        v7 = simd.load_as(b0, src, p + 7 * pitch)
         w = simd.load_as(b0, wt, taps[t] + j)
         b0 = simd.muladd(b0, v0, w)
         b1 = simd.muladd(b1, v1, w)
@@ -420,7 +429,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v4, w)
         b5 = simd.muladd(b5, v5, w)
         b6 = simd.muladd(b6, v6, w)
-        v7 = simd.load_as(b0, src, p + 7 * pitch)
+        b7 = simd.muladd(b7, v7, w)
+        v8 = simd.load_as(b0, src, p + 8 * pitch)
         w = simd.load_as(b0, wt, taps[t + 1] + j)
         b0 = simd.muladd(b0, v1, w)
         b1 = simd.muladd(b1, v2, w)
@@ -429,7 +439,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v5, w)
         b5 = simd.muladd(b5, v6, w)
         b6 = simd.muladd(b6, v7, w)
-        v8 = simd.load_as(b0, src, p + 8 * pitch)
+        b7 = simd.muladd(b7, v8, w)
+        v9 = simd.load_as(b0, src, p + 9 * pitch)
         w = simd.load_as(b0, wt, taps[t + 2] + j)
         b0 = simd.muladd(b0, v2, w)
         b1 = simd.muladd(b1, v3, w)
@@ -438,7 +449,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v6, w)
         b5 = simd.muladd(b5, v7, w)
         b6 = simd.muladd(b6, v8, w)
-        v9 = simd.load_as(b0, src, p + 9 * pitch)
+        b7 = simd.muladd(b7, v9, w)
+        v10 = simd.load_as(b0, src, p + 10 * pitch)
         w = simd.load_as(b0, wt, taps[t + 3] + j)
         b0 = simd.muladd(b0, v3, w)
         b1 = simd.muladd(b1, v4, w)
@@ -447,7 +459,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v7, w)
         b5 = simd.muladd(b5, v8, w)
         b6 = simd.muladd(b6, v9, w)
-        v10 = simd.load_as(b0, src, p + 10 * pitch)
+        b7 = simd.muladd(b7, v10, w)
+        v11 = simd.load_as(b0, src, p + 11 * pitch)
         w = simd.load_as(b0, wt, taps[t + 4] + j)
         b0 = simd.muladd(b0, v4, w)
         b1 = simd.muladd(b1, v5, w)
@@ -456,7 +469,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v8, w)
         b5 = simd.muladd(b5, v9, w)
         b6 = simd.muladd(b6, v10, w)
-        v11 = simd.load_as(b0, src, p + 11 * pitch)
+        b7 = simd.muladd(b7, v11, w)
+        v12 = simd.load_as(b0, src, p + 12 * pitch)
         w = simd.load_as(b0, wt, taps[t + 5] + j)
         b0 = simd.muladd(b0, v5, w)
         b1 = simd.muladd(b1, v6, w)
@@ -465,7 +479,8 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v9, w)
         b5 = simd.muladd(b5, v10, w)
         b6 = simd.muladd(b6, v11, w)
-        v12 = simd.load_as(b0, src, p + 12 * pitch)
+        b7 = simd.muladd(b7, v12, w)
+        v13 = simd.load_as(b0, src, p + 13 * pitch)
         w = simd.load_as(b0, wt, taps[t + 6] + j)
         b0 = simd.muladd(b0, v6, w)
         b1 = simd.muladd(b1, v7, w)
@@ -474,6 +489,7 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
         b4 = simd.muladd(b4, v10, w)
         b5 = simd.muladd(b5, v11, w)
         b6 = simd.muladd(b6, v12, w)
+        b7 = simd.muladd(b7, v13, w)
     _put(acc, a + j, b0, stream)
     _put(acc, a + j + step, b1, stream)
     _put(acc, a + j + 2 * step, b2, stream)
@@ -481,6 +497,7 @@ def row7_7_32b_ascending(acc, a, step, pitch, src, low, wt, taps, j, count, stre
     _put(acc, a + j + 4 * step, b4, stream)
     _put(acc, a + j + 5 * step, b5, stream)
     _put(acc, a + j + 6 * step, b6, stream)
+    _put(acc, a + j + 7 * step, b7, stream)
 
 
 @njit(inline="always")

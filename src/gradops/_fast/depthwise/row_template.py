@@ -75,20 +75,25 @@ class RowMicrokernel:
         return q + (i if self.ascending else self.taps - 1 - i)
 
 
-# The family: what the selection table (``selection.ROW_KERNELS``) chooses from, per CPU tier.
+# The family: what the selection table (``selection.ROW_KERNELS``) chooses from, per CPU tier,
+# each in the directions it is selected for (the forward reads filter rows ascending, the adjoint
+# descending).
+_BOTH, _FORWARD, _ADJOINT = (True, False), (True,), (False,)
 FAMILY = tuple(
     RowMicrokernel(taps, positions, vector_bytes, ascending, schedule, or_one_less)
-    for ascending in (True, False)
-    for taps, positions, vector_bytes, schedule, or_one_less in (
-        (3, 8, 64, "sources_first", False),
-        (3, 7, 64, "sources_first", False),
-        (3, 4, 64, "sources_first", False),
-        (5, 8, 64, "sources_first", True),
-        (7, 8, 64, "tap_major", False),
-        (5, 7, 32, "tap_major", False),
-        (7, 7, 32, "tap_major", False),
-        (3, 6, 32, "nine", False),
+    for taps, positions, vector_bytes, schedule, or_one_less, directions in (
+        (3, 8, 64, "sources_first", False, _BOTH),
+        (3, 7, 64, "sources_first", False, _BOTH),
+        (3, 4, 64, "sources_first", False, _BOTH),
+        (5, 8, 64, "sources_first", True, _BOTH),
+        (7, 8, 64, "tap_major", False, _BOTH),
+        (5, 8, 32, "tap_major", True, _FORWARD),
+        (7, 8, 32, "tap_major", False, _FORWARD),
+        (5, 7, 32, "tap_major", False, _ADJOINT),
+        (7, 7, 32, "tap_major", False, _ADJOINT),
+        (3, 6, 32, "nine", False, _BOTH),
     )
+    for ascending in directions
 )
 
 

@@ -33,7 +33,7 @@ from .. import row_njit, simd
 from ..target import codegen_target
 from .codecs import _put
 from .plan import _NINE_POSITIONS, _PREFETCH_AHEAD_BYTES, _PREFETCH_POSITIONS
-from .selection import NINE_ROWS, ROW_KERNELS, row_microkernel, tier
+from .selection import NINE_ROWS, row_blocks, row_microkernel, tier
 from .taps import _channel_tail
 
 
@@ -79,7 +79,7 @@ def _taps_rows_for(size: int, ascending: bool):
     own function, so that a call compiles the row code of its filter alone (issue 23, cold start;
     ``plan._tap_paths`` says which sizes a call may meet). The choices are closure constants:
     numba prunes the branches of the blocks a size has no kernel for before typing them."""
-    blocks = ROW_KERNELS[tier(codegen_target())][size]
+    blocks = row_blocks(codegen_target(), size, ascending)
     vector_bytes, main_positions = blocks.vector_bytes, blocks.positions
     main = row_microkernel(blocks.main, ascending)
     has_seven, has_four = blocks.seven is not None, blocks.four is not None

@@ -29,13 +29,15 @@ from . import row_microkernels_ascending, row_microkernels_descending, tile_micr
 class RowBlocks:
     """Microkernel stems (``row_template.RowMicrokernel.stem``: the name without the direction)
     of one filter row size: blocks of ``positions`` positions (``main``), of 7 (None: none of its
-    own), of 4 (None: none), all with vectors of ``vector_bytes``."""
+    own), of 4 (None: none), all with vectors of ``vector_bytes``; ``forward``: the blocks of
+    filter rows read ascending (the forward), where they differ from these (the adjoint's)."""
 
     vector_bytes: int
     positions: int
     main: str
     seven: str | None = None
     four: str | None = None
+    forward: RowBlocks | None = None
 
 
 ROW_KERNELS = {
@@ -49,17 +51,25 @@ ROW_KERNELS = {
         7: RowBlocks(64, 8, main="row7_8_64b"),
     },
     # 16 registers of 32 bytes. 3-tap rows keep 64-byte vectors (two registers each): with 32,
-    # S2's B3 took 1.31x the time. 5- and 7-tap rows use 32-byte vectors, tap by tap, in blocks
-    # of 7 positions: 7 sums, a weight, the tap's product and the sources the next taps read
-    # fit the 16 registers. Blocks of 8 spilled sums to the stack (each multiply-then-add needs
-    # a register for the product) and ran at 0.55-0.65 of the 7-position blocks' rate on a Zen 3;
-    # with 64-byte vectors the 7-tap rows spilled more (docs/performance.md, "Depthwise").
+    # S2's B3 took 1.31x the time. 5- and 7-tap rows use 32-byte vectors, tap by tap (with
+    # 64-byte vectors the 7-tap rows spilled and lost to tap by tap). The adjoint's go in blocks
+    # of 7 positions: its blocks of 8 spilled sums to the stack (each multiply-then-add needs a
+    # register for the product); the forward's blocks of 8 did not, and beat 7 on S2's F3
+    # (docs/performance.md, "Depthwise").
     "narrow": {
         3: RowBlocks(64, 8, main="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
-        5: RowBlocks(32, 7, main="row5_7_32b"),
-        7: RowBlocks(32, 7, main="row7_7_32b"),
+        5: RowBlocks(32, 7, main="row5_7_32b",
+                     forward=RowBlocks(32, 8, main="row5_8or7_32b", seven="row5_8or7_32b")),
+        7: RowBlocks(32, 7, main="row7_7_32b", forward=RowBlocks(32, 8, main="row7_8_32b")),
     },
 }
+
+
+def row_blocks(target: Target, size: int, ascending: bool) -> RowBlocks:
+    """The blocks of filter rows of ``size`` taps read ``ascending`` (the forward) or descending
+    (the adjoint) on ``target``."""
+    blocks = ROW_KERNELS[tier(target)][size]
+    return blocks.forward if ascending and blocks.forward is not None else blocks
 
 
 @register_jitable
