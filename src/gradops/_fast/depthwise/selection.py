@@ -5,11 +5,12 @@ come in whole filter rows, per filter row size (``ROW_KERNELS``), which computes
 (``tile_template.py``) compute a segment of any taps (``TILE_KERNELS``).
 
 A row segment of ``n`` positions (``rows._taps_rows_for``) goes in blocks of P positions (8 or
-7, per tier and size: ``RowBlocks.positions``), or of 7 when ``n`` is a multiple of 7 and not of
-P (7x7 and 14x14 layers; ``seven``); a remainder is one more block of P ending at ``n``. 3-tap
-rows take a remainder of exactly 4, and segments of 4 to 7 positions, in a block of 4
-(``four``). Sizes without a ``seven`` or ``four`` microkernel use the blocks of P instead. The plan (``plan._tap_paths``) decides which sizes a call may meet; the
-kernel built for it compiles only the microkernels those sizes select.
+7, per tier, size and direction: ``RowBlocks.positions``, ``row_blocks``), or of 7 when ``n`` is
+a multiple of 7 and not of P (7x7 and 14x14 layers; ``seven``); a remainder is one more block of
+P ending at ``n``. 3-tap rows take a remainder of exactly 4, and segments of 4 to 7 positions, in
+a block of 4 (``four``). Sizes without a ``seven`` or ``four`` microkernel use the blocks of P
+instead. The plan (``plan._tap_paths``) decides which sizes a call may meet; the kernel built for
+it compiles only the microkernels those sizes select.
 
 Tiers: ``wide``, targets with 32 vector registers of 64 bytes (AVX-512); ``narrow``, the others
 (AVX2: 16 registers of 32 bytes).
