@@ -129,10 +129,8 @@ def test_selection_table_covers_the_family():
     for tier in selection.ROW_KERNELS.values():
         for size, table_blocks in tier.items():
             for direction in ("ascending", "descending"):
-                blocks = table_blocks.forward if direction == "ascending" and table_blocks.forward else table_blocks
-                for stem, positions in ((blocks.main, blocks.positions), (blocks.seven, 7), (blocks.four, 4)):
-                    if stem is None:
-                        continue
+                blocks = table_blocks.read(direction == "ascending")
+                for stem, positions in blocks.stems():
                     spec = FAMILY[f"{stem}_{direction}"]
                     assert (spec.taps, spec.vector_bytes) == (size, blocks.vector_bytes)
                     assert positions in (spec.positions, spec.positions - spec.or_one_less)

@@ -15,18 +15,20 @@ import sys
 
 import pytest
 
+from gradops.bench.isa import tier_env
+
 # The loop around a microkernel reloads one vector from the stack by itself (numba 0.68, LLVM 22);
 # a spilling microkernel reloads one or more per sum and tap.
 _HARNESS_RELOADS = 3
 
 # Selected although they spill, with the measurement that chose them: AVX2 keeps 3-tap rows in
-# 64-byte vectors (two registers each), since 32-byte blocks of 6 and 7 positions took 2.2-2.3x
-# the time on S2's D3 and F1 (3 taps a call leave the call's overhead per vector; docs/
-# performance.md, "Depthwise").
+# 64-byte vectors (two registers each), since 32-byte blocks of 8 and 7 positions, which do not
+# spill, took 1.6-2.5x the time on S2's D3, B2 and F1 (docs/performance.md, "Depthwise").
 _KNOWN_SPILLS = {"narrow": ("row3_8_64b", "row3_7_64b", "row3_4_64b")}
 
+# The AVX2 tier as ``gradops bench --isa avx2`` makes it; AVX-512 as a Sapphire Rapids's own features.
 _TIERS = {
-    "narrow": {"NUMBA_CPU_NAME": "znver3", "NUMBA_CPU_FEATURES": ""},
+    "narrow": tier_env("avx2"),
     "wide": {"NUMBA_CPU_NAME": "sapphirerapids", "NUMBA_CPU_FEATURES": ""},
 }
 
@@ -42,9 +44,7 @@ chosen = []
 for size in selection.row_sizes(target):
     for ascending in (True, False):
         blocks = selection.row_blocks(target, size, ascending)
-        for stem, positions in ((blocks.main, blocks.positions), (blocks.seven, 7), (blocks.four, 4)):
-            if stem is not None:
-                chosen.append((stem, ascending, size * size, positions, blocks.vector_bytes))
+        chosen += [(stem, ascending, size * size, positions, blocks.vector_bytes) for stem, positions in blocks.stems()]
 nine = selection.NINE_ROWS[tier]
 if nine.stem is not None:
     chosen += [(nine.stem, ascending, 9, nine.positions, nine.multiple_bytes) for ascending in (True, False)]

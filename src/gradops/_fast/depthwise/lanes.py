@@ -259,7 +259,9 @@ def _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, fi
     (a multiple of 512 bytes maps them all into a few sets of the L1 cache); the channels past the
     last whole vector for ``_lane_rows``."""
     n = width - first
-    for r in range(n_rows if n > 0 else 0):
+    if n <= 0:
+        return
+    for r in range(n_rows):
         for t in range(lo.size):
             if x_cols[r, t] == _NO_ROW:
                 continue

@@ -40,6 +40,15 @@ class RowBlocks:
     four: str | None = None
     forward: RowBlocks | None = None
 
+    def read(self, ascending: bool) -> RowBlocks:
+        """The blocks of these filter rows read ``ascending`` (the forward) or descending."""
+        return self.forward if ascending and self.forward is not None else self
+
+    def stems(self) -> tuple[tuple[str, int], ...]:
+        """(stem, positions per block) of each microkernel these blocks name."""
+        return tuple((stem, positions) for stem, positions in ((self.main, self.positions), (self.seven, 7),
+                                                               (self.four, 4)) if stem is not None)
+
 
 ROW_KERNELS = {
     "wide": {
@@ -69,8 +78,7 @@ ROW_KERNELS = {
 def row_blocks(target: Target, size: int, ascending: bool) -> RowBlocks:
     """The blocks of filter rows of ``size`` taps read ``ascending`` (the forward) or descending
     (the adjoint) on ``target``."""
-    blocks = ROW_KERNELS[tier(target)][size]
-    return blocks.forward if ascending and blocks.forward is not None else blocks
+    return ROW_KERNELS[tier(target)][size].read(ascending)
 
 
 @register_jitable
