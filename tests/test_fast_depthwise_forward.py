@@ -6,16 +6,18 @@ against brute force."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from gradops._fast import codecs as element_kinds
 from gradops._fast import depthwise as fast
-from gradops._fast import simd
+from gradops._fast import simd, target
 from gradops._fast.depthwise import call_plans, kernels, plan
 
-from fast_depthwise_cases import (as_layout, bits, brute_forward, check, emulate_stride1_adjoint,
-                                  emulate_stride1_forward, out_size, random_values)
+from fast_depthwise_cases import (as_layout, bits, brute_backprop_input, brute_forward, check,
+                                  emulate_stride1_adjoint, emulate_stride1_forward, out_size, random_values)
 
 
 def _rows_per_job(monkeypatch, rule):
@@ -197,3 +199,48 @@ def test_prefetched_staged_x_rows(on_each_thread_count):
         return y
     for y in on_each_thread_count(run):
         np.testing.assert_array_equal(bits(y), bits(expected))
+
+
+@pytest.mark.parametrize("operator, stride, c, conflicting", [("forward", 1, 512, True), ("input", 1, 512, True),
+                                                              ("input", 2, 256, True), ("forward", 1, 528, False),
+                                                              ("input", 2, 272, False)])
+def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride, c, conflicting):
+    """Where the host's vendor has a store step that conflicts (``plan._STREAM_STEP_CONFLICTS``,
+    set here for this host whatever it is), an output beyond the cache (threshold lowered) whose
+    blocks store positions a multiple of it apart (C = 512 float32 channels: 2048 bytes; C = 256 at
+    stride 2, every other dx position) is written in place with plain stores, on a line or 16
+    bytes past one; C = 528 and 272 are streamed as before (from the registers on a line, from the
+    row buffer off it). The same bits every way, checked against brute force, nothing around the
+    view written."""
+    monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {target.host_vendor(): 2048})
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
+    _rows_per_job(monkeypatch, lambda batch, rows: 1)  # plans made afresh, with the conflicts above
+    calls = _share_calls(monkeypatch)
+    rng = np.random.default_rng(c + stride)
+    n, h, w, pad = 1, 5, 7, (1, 1)
+    f = random_values(rng, (3, 3, c, 1), np.float32)
+    if operator == "forward":
+        oh, ow = out_size(h, 3, stride, 1, *pad), out_size(w, 3, stride, 1, *pad)
+        source = random_values(rng, (n, h, w, c), np.float32)
+        exact = brute_forward(source, f, oh, ow, (stride, stride), (1, 1), pad)
+        exact_abs = brute_forward(np.abs(source), np.abs(f), oh, ow, (stride, stride), (1, 1), pad)
+        shape, run = (n, oh, ow, c), fast.conv_forward
+    else:
+        dy_shape = (n, out_size(h, 3, stride, 1, *pad), out_size(w, 3, stride, 1, *pad), c)
+        source = random_values(rng, dy_shape, np.float32)
+        exact = brute_backprop_input(source, f, h, w, (stride, stride), (1, 1), pad)
+        exact_abs = brute_backprop_input(np.abs(source), np.abs(f), h, w, (stride, stride), (1, 1), pad)
+        shape, run = (n, h, w, c), fast.backprop_input
+    size = math.prod(shape)
+    results = []
+    for on_a_line in (True, False):
+        buffer = np.full(size + 32, 7.0, np.float32)
+        shift = (-buffer.ctypes.data) % 64 // 4 + (0 if on_a_line else 4)
+        out = buffer[shift:shift + size].reshape(shape)
+        run(source, f, out, stride, stride, 1, 1, *pad)
+        check(out, exact, exact_abs, 9, np.dtype(np.float32))
+        assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+        results.append(bits(out))
+        streamed_in_place, streamed_rows = calls[-1][0].gradops_recipe[2][0][1:3]  # the kernel's path
+        assert (streamed_in_place, streamed_rows) == ((False, False) if conflicting else (on_a_line, not on_a_line))
+    np.testing.assert_array_equal(results[0], results[1])

@@ -12,7 +12,7 @@ import pytest
 
 from gradops._fast import depthwise as fast
 from gradops._fast import half, simd
-from gradops._fast.depthwise import plan, selection
+from gradops._fast.depthwise import call_plans, plan, selection
 from gradops._fast.target import codegen_target
 
 from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint, out_size,
@@ -155,14 +155,18 @@ def test_channel_tails_stay_inside_the_arrays(dtype, c):
 
 
 @pytest.mark.parametrize("stride, n, c", [(1, 1, 256), (2, 1, 256), (1, 4, 32)])
-def test_streamed_dx_rows(stride, n, c):
+def test_streamed_dx_rows(monkeypatch, stride, n, c):
     """A dx of 16 (8) MiB is written with non-temporal stores when every position starts on a
-    64-byte line, straight from the registers: whole filter rows (``_taps_rows``; C = 256, staged
+    64-byte line, straight from the registers (on any host: at stride 2 and C = 256 a block's
+    stores are 2048 bytes apart, which AMD hosts do not stream, ``plan._STREAM_STEP_CONFLICTS``,
+    emptied here): whole filter rows (``_taps_rows``; C = 256, staged
     rows) and 9 taps with weights in registers (``_taps9_2x2``; C = 32, rows read in place). A
     dx that does not start on a line (as NumPy's own arrays, 16 bytes past one) goes row by row
     through a row buffer, rows starting at any element offset (the first and last partial lines
     of every row through plain stores). Checked against brute force, the same bits every way,
     and nothing around the view written."""
+    monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
+    monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)  # plans made afresh
     rng = np.random.default_rng(stride)
     h, w = 128, 128
     oh = -(-h // stride)  # SAME (D1 and D2 geometry): pad before = half the total, rounded down

@@ -83,6 +83,21 @@ def codegen_target() -> Target:
     return Target(cpu, features, half=half, avx512=avx512)
 
 
+@cache
+def host_vendor() -> str:
+    """The vendor of the CPU this process runs on, as Linux names it ("AuthenticAMD",
+    "GenuineIntel"; "" where it does not say): facts of the host's memory system, which the
+    code-generation target (``gradops bench --isa``) leaves unchanged, are keyed by it."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 # Per-core data cache sizes where the system does not say (typical x86 cores of the last decade).
 _TYPICAL_DATA_CACHE_BYTES = {1: 32 << 10, 2: 512 << 10}
 _CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux: one indexN folder per cache of CPU 0

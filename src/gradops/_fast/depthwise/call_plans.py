@@ -27,7 +27,7 @@ import numpy as np
 from ..codecs import FLOAT, HALF_KINDS
 from .plan import (_FILTER_REGISTER_POSITIONS, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _filter_chunks,
                    _filter_group_rows, _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job,
-                   _streams_rows, _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
+                   _streams_rows, _streams_step, _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
 
 
 class CallPlan(NamedTuple):
@@ -90,7 +90,7 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     # stores read every line first. Channels-last rows y can be summed in (``direct_out``) are one
     # run each, as the row buffer is.
     out_bytes = math.prod(y_shape) * dtype.itemsize
-    stream_out = direct_out and not planar and out_bytes >= streaming_bytes
+    stream_out = direct_out and not planar and out_bytes >= streaming_bytes and _streams_step(width * dtype.itemsize)
     stream_in_place = stream_out and on_lines
     stream_rows = stream_out and not on_lines
     direct_out = direct_out and not stream_rows  # the sums go to the row buffer first
@@ -129,7 +129,8 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     # when its positions start on 64-byte lines; else through a row buffer (docs/performance.md),
     # as for NumPy's `out=` arrays (16 bytes past a line), and the rows _streams_rows picks.
     out_bytes = math.prod(dx_shape) * dtype.itemsize
-    stream_out = direct_out and not planar and out_bytes >= streaming_bytes
+    stream_out = (direct_out and not planar and out_bytes >= streaming_bytes
+                  and _streams_step(stride_w * chans * dtype.itemsize))  # residue planes: every sw-th position
     stream_in_place = stream_out and on_lines
     stream_rows = (stream_out and not stream_in_place) or _streams_rows(
         out_bytes, dtype, dx_st, chans, mult, stride_w, planar, streaming_bytes)

@@ -9,7 +9,8 @@ the order of the sums).
   ``_direct_rows``) or staged, with zero margins for wide stride-1 rows (``_zero_margins``,
   ``_forward_margins``).
 * A dx beyond the cache written with non-temporal stores: straight from the registers when its
-  positions start on 64-byte lines (``_on_lines``), else from a row buffer (``_streams_rows``).
+  positions start on 64-byte lines (``_on_lines``), else from a row buffer (``_streams_rows``);
+  with plain stores where the host's stores of a block conflict (``_streams_step``).
 * The weight table (``_weights``), the jobs (``_rows_per_job``, ``_planar_block_rows``), and
   the filter taps that read only padding, which are left out (``_live_taps``).
 
@@ -29,7 +30,7 @@ from numba import njit
 from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
-from ..target import codegen_target, data_cache_bytes
+from ..target import codegen_target, data_cache_bytes, host_vendor
 from ..codecs import HALF_KINDS
 from .selection import FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
@@ -63,6 +64,13 @@ _PREFETCH_AHEAD_BYTES = 8192
 # ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
 _PREFETCH_STAGED_BYTES = 16 << 20
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
+# Outputs beyond the cache are streamed (non-temporal stores) as the blocks of positions are
+# summed, a block's positions ``step`` bytes apart, or from the row buffer. On AMD cores, steps
+# that are multiples of 2048 bytes (512 float32 channels; 256 at stride 2) made streaming the
+# slowest way to write there, and plain stores in place the fastest; on the Intel Xeon, D3 (2048
+# bytes) streamed from the registers took 0.95-0.97 of its plain time (docs/performance.md,
+# "Depthwise"). Per host vendor (``target.host_vendor``): the step whose multiples are not streamed.
+_STREAM_STEP_CONFLICTS = {"AuthenticAMD": 2048}
 # Filter row sizes with microkernels of their own on this target (``selection.row_sizes``).
 _ROW_SIZES = row_sizes(codegen_target())
 # Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
@@ -269,6 +277,13 @@ def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w
     while rows < chunk_rows and (rows + 1) * out_w + (rows * sh + (fh - 1) * dh + 1) * in_w <= budget:
         rows += 1
     return rows
+
+
+def _streams_step(step_bytes: int) -> bool:
+    """Whether an output whose blocks store positions ``step_bytes`` apart is streamed when it is
+    beyond the cache (``_STREAM_STEP_CONFLICTS``); if not, its blocks store in place, plainly."""
+    conflict = _STREAM_STEP_CONFLICTS.get(host_vendor())
+    return conflict is None or step_bytes % conflict != 0
 
 
 def _zero_margins(fw: int, dil_w: int, pad_left: int, out_w: int, in_w: int) -> tuple[int, int]:
