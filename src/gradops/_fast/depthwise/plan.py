@@ -65,11 +65,11 @@ _PREFETCH_AHEAD_BYTES = 8192
 _PREFETCH_STAGED_BYTES = 16 << 20
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Outputs beyond the cache are streamed (non-temporal stores) as the blocks of positions are
-# summed, a block's positions ``step`` bytes apart, or from the row buffer. On AMD cores, steps
-# that are multiples of 2048 bytes (512 float32 channels; 256 at stride 2) made streaming the
-# slowest way to write there, and plain stores in place the fastest; on the Intel Xeon, D3 (2048
-# bytes) streamed from the registers took 0.95-0.97 of its plain time (docs/performance.md,
-# "Depthwise"). Per host vendor (``target.host_vendor``): the step whose multiples are not streamed.
+# summed, a block's positions ``step`` bytes apart, or from the row buffer. On AMD cores, with
+# steps that are multiples of 2048 bytes (512 float32 channels; 256 at stride 2), streaming was the
+# slowest way to write and plain stores in place the fastest; the Intel Xeon streamed such outputs
+# faster than it stored them plainly (docs/performance.md, "Depthwise"). Per host vendor
+# (``target.host_vendor``): the step whose multiples are not streamed.
 _STREAM_STEP_CONFLICTS = {"AuthenticAMD": 2048}
 # Filter row sizes with microkernels of their own on this target (``selection.row_sizes``).
 _ROW_SIZES = row_sizes(codegen_target())
