@@ -67,8 +67,8 @@ def _function(kernel: TileMicrokernel) -> str:
         "", "", "",
         '@njit(inline="always")',
         f"def {kernel.name}(acc, a, step, pitch, src, s, wt, taps, j, count, stream):",
-        f'    """{p} position{"s" if p > 1 else ""} x {vs} vector{"s" if vs > 1 else ""} of {kernel.vector_bytes} bytes '
-        f'from j: {len(sums)} sum{"s" if len(sums) > 1 else ""} in registers."""',
+        f'    """{p} position{"s" if p > 1 else ""} x {vs} vector{"s" if vs > 1 else ""} '
+        f'of {kernel.vector_bytes} bytes from j: {len(sums)} sum{"s" if len(sums) > 1 else ""} in registers."""',
         *([f"    lanes = {kernel.vector_bytes} // acc.itemsize"] if vs > 1 else []),
         f"    {first} = simd.zeros_of(acc, {kernel.vector_bytes})",
     ]
