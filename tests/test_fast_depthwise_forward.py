@@ -20,12 +20,17 @@ from fast_depthwise_cases import (as_layout, bits, brute_backprop_input, brute_f
                                   emulate_stride1_adjoint, emulate_stride1_forward, out_size, random_values)
 
 
-def _rows_per_job(monkeypatch, rule):
-    """Plans made with ``rule`` for the job sizes (``plan._rows_per_job``), and not remembered:
-    the remembered plans keep the real rule's jobs."""
-    monkeypatch.setattr(call_plans, "_rows_per_job", rule)
+def _fresh_plans(monkeypatch):
+    """Plans made on every call, not remembered: the remembered plans keep the rules of the real
+    settings, which a test changes."""
     monkeypatch.setattr(fast, "forward_plan", call_plans.forward_plan.__wrapped__)
     monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)
+
+
+def _rows_per_job(monkeypatch, rule):
+    """Plans made with ``rule`` for the job sizes (``plan._rows_per_job``), afresh."""
+    monkeypatch.setattr(call_plans, "_rows_per_job", rule)
+    _fresh_plans(monkeypatch)
 
 
 def _share_calls(monkeypatch):
@@ -39,6 +44,13 @@ def _share_calls(monkeypatch):
         share(kernel, *args)
     monkeypatch.setattr(fast, "share", spy)
     return calls
+
+
+def _streaming(kernel) -> tuple[bool, bool]:
+    """(stream_in_place, stream_rows) of a forward or backprop-input kernel: its factory's key,
+    ``(planar, stream_in_place, stream_rows, ...)``, is the first argument of its recipe."""
+    path = kernel.gradops_recipe[2][0]
+    return path[1], path[2]
 
 
 @pytest.mark.parametrize("dtype, layout, mult", [(np.dtype(np.float32), "NHWC", 1), (np.dtype(np.float16), "NHWC", 1),
@@ -214,7 +226,7 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
     view written."""
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {target.host_vendor(): 2048})
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
-    _rows_per_job(monkeypatch, lambda batch, rows: 1)  # plans made afresh, with the conflicts above
+    _fresh_plans(monkeypatch)  # with the conflicts above
     calls = _share_calls(monkeypatch)
     rng = np.random.default_rng(c + stride)
     n, h, w, pad = 1, 5, 7, (1, 1)
@@ -241,6 +253,5 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
         check(out, exact, exact_abs, 9, np.dtype(np.float32))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
         results.append(bits(out))
-        streamed_in_place, streamed_rows = calls[-1][0].gradops_recipe[2][0][1:3]  # the kernel's path
-        assert (streamed_in_place, streamed_rows) == ((False, False) if conflicting else (on_a_line, not on_a_line))
+        assert _streaming(calls[-1][0]) == ((False, False) if conflicting else (on_a_line, not on_a_line))
     np.testing.assert_array_equal(results[0], results[1])

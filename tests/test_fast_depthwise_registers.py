@@ -21,9 +21,9 @@ from gradops.bench.isa import tier_env
 # a spilling microkernel reloads one or more per sum and tap.
 _HARNESS_RELOADS = 3
 
-# Selected although they spill, with the measurement that chose them: AVX2 keeps 3-tap rows in
-# 64-byte vectors (two registers each), since 32-byte blocks of 8 and 7 positions, which do not
-# spill, took 1.6-2.5x the time on S2's D3, B2 and F1 (docs/performance.md, "Depthwise").
+# Selected although they spill: AVX2 keeps 3-tap rows in 64-byte vectors (two registers each),
+# since 32-byte blocks of 8 and 7 positions, which do not spill, were no faster on S2's D3, B3, B2
+# and F1 (docs/performance.md, "Depthwise").
 _KNOWN_SPILLS = {"narrow": ("row3_8_64b", "row3_7_64b", "row3_4_64b")}
 
 # The AVX2 tier as ``gradops bench --isa avx2`` makes it; AVX-512 as a Sapphire Rapids's own features.

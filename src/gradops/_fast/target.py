@@ -17,6 +17,8 @@ from pathlib import Path
 
 from llvmlite import binding
 
+from .._cpuinfo import cpuinfo_field
+
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 # Probes, each a function whose assembly shows whether the target has an instruction.
@@ -88,14 +90,7 @@ def host_vendor() -> str:
     """The vendor of the CPU this process runs on, as Linux names it ("AuthenticAMD",
     "GenuineIntel"; "" where it does not say): facts of the host's memory system, which the
     code-generation target (``gradops bench --isa``) leaves unchanged, are keyed by it."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return cpuinfo_field("vendor_id")
 
 
 # Per-core data cache sizes where the system does not say (typical x86 cores of the last decade).

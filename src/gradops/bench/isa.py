@@ -10,8 +10,8 @@ library loads, so they are set in the environment of the worker processes.
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 
+from .._cpuinfo import cpuinfo_field
 from ..errors import GradopsError
 
 TIERS = ("native", "avx2", "avx512")
@@ -29,13 +29,7 @@ _TIER_ENV: dict[str, dict[str, str]] = {
 
 
 def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set(cpuinfo_field("flags", "Features").split())
 
 
 def host_tier(flags: set[str] | None = None) -> str:

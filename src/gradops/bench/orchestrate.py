@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .._cpuinfo import cpu_model
 from .isa import host_tier, tier_env
 from .report import summarise
 from .runners import GRADOPS, PEERS, RUNNERS, THREADS
@@ -83,10 +84,11 @@ def run_suite(options: Options, progress: Callable[[str], None] = lambda message
     first_machine = run_worker("machine", options)
     report: dict[str, Any] = {
         "suite": "+".join(name for name, make in SUITES.items()
-                          if {w.id for w in make(True)} & set(options.workloads)), "quick": options.quick, "reps": options.reps, "rounds": options.rounds, "threads": THREADS,
+                          if {w.id for w in make(True)} & set(options.workloads)),
+        "quick": options.quick, "reps": options.reps, "rounds": options.rounds, "threads": THREADS,
         "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "platform": {"python": platform.python_version(), "machine": platform.machine(),
-                     "processor": _cpu_name(), "cpus": os.cpu_count(),
+                     "processor": cpu_model(), "cpus": os.cpu_count(),
                      # The vector tier every contender ran (--isa) and the host's widest one.
                      "tier": options.tier, "host_tier": host_tier(),
                      # Other processes on the machine: 1-, 5- and 15-minute load averages.
@@ -154,13 +156,3 @@ def best_machine(*measurements: dict[str, Any]) -> dict[str, Any]:
                 "runs": list(measurements)}
     return {"status": "ok", "bandwidth": max((m["bandwidth"] for m in ok), key=lambda b: b["bytes_per_s"]),
             "matmul": max((m["matmul"] for m in ok), key=lambda m: m["flops_per_s"]), "runs": list(measurements)}
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()

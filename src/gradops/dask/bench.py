@@ -33,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from .._cpuinfo import cpu_model
+
 GIB, MIB = 1 << 30, 1 << 20
 
 
@@ -161,9 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GRADOPS_FIRST_CALLS"] = "compile"
 
     numba.set_num_threads(args.threads)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               "unknown CPU")
-    print(f"{cpu}; in-memory: {args.threads} threads; dask: LocalCluster {args.workers} processes x 1 thread; "
+    print(f"{cpu_model()}; in-memory: {args.threads} threads; dask: LocalCluster {args.workers} processes x 1 thread; "
           f"median of {args.reps}")
     print("| workload | chunk MiB | blocks | in-memory GiB/s (fresh / out=) | dask GiB/s | dask / out= time |")
     print("|---|---:|---:|---:|---:|---:|")

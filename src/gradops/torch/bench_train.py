@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from .._cpuinfo import cpu_model
 from .demo import model_pair
 from .segnet import make_batch
 
@@ -84,17 +84,6 @@ def _replaced_torch_ms_per_step(step, steps: int) -> float:
     return total / steps
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gradops.torch.bench_train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32)
@@ -126,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = "channels_last" if channels_last else "NCHW"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"SegNet(width {args.width}) training step, batch {args.batch}, {args.size}x{args.size}, {layout}, "
-          f"{args.threads} threads; torch {torch.__version__}; {_cpu_model()}, {os.cpu_count()} CPUs; "
+          f"{args.threads} threads; torch {torch.__version__}; {cpu_model()}, {os.cpu_count()} CPUs; "
           f"1-minute load average at the end {load:.1f}")
     for name, times in rounds.items():
         print(f"  {name:8s} median ms per round: {', '.join(f'{t:.1f}' for t in times)}; best {best[name]:.1f}")

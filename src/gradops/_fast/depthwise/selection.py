@@ -60,11 +60,11 @@ ROW_KERNELS = {
         5: RowBlocks(64, 8, main="row5_8or7_64b", seven="row5_8or7_64b"),
         7: RowBlocks(64, 8, main="row7_8_64b"),
     },
-    # 16 registers of 32 bytes. 3-tap rows keep 64-byte vectors (two registers each): with 32,
-    # S2's B3 took 1.31x the time. 5- and 7-tap rows use 32-byte vectors, tap by tap (with
-    # 64-byte vectors the 7-tap rows spilled and lost to tap by tap). The adjoint's go in blocks
-    # of 7 positions: its blocks of 8 spilled sums to the stack (each multiply-then-add needs a
-    # register for the product); the forward's blocks of 8 did not, and beat 7 on S2's F3
+    # 16 registers of 32 bytes. 3-tap rows keep 64-byte vectors (two registers each): 32-byte
+    # blocks, which do not spill, were no faster. 5- and 7-tap rows use 32-byte vectors, tap by tap
+    # (with 64-byte vectors the 7-tap rows spilled and lost to tap by tap). The adjoint's go in
+    # blocks of 7 positions: its blocks of 8 spilled sums to the stack (each multiply-then-add needs
+    # a register for the product); the forward's blocks of 8 did not, and beat 7 on S2's F3
     # (docs/performance.md, "Depthwise").
     "narrow": {
         3: RowBlocks(64, 8, main="row3_8_64b", seven="row3_7_64b", four="row3_4_64b"),
