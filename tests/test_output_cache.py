@@ -59,6 +59,26 @@ def test_a_live_view_keeps_its_buffer():
     np.testing.assert_array_equal(row, expected)
 
 
+@pytest.mark.parametrize("hold", [lambda r: r.T, lambda r: memoryview(r), lambda r: [r], lambda r: r.view(np.int32)],
+                         ids=["transpose", "memoryview", "list", "view-as"])
+def test_anything_referencing_an_output_keeps_its_buffer(hold):
+    """Whether a buffer is free is read from its reference count: any holder of the output or
+    of a view of it keeps the buffer from the next outputs."""
+    x, dy = _big_pair(7)
+    result = gradops.relu_grad(x, dy)
+    start, stop, result_bytes = result.ctypes.data, result.ctypes.data + result.nbytes, result.nbytes
+    holder = hold(result)
+    del result
+    gc.collect()
+    for _ in range(3):
+        other = gradops.relu_grad(x, dy)
+        assert not start <= other.ctypes.data < stop
+    free = _output_cache._CACHE.free_bytes()
+    del holder
+    gc.collect()
+    assert _output_cache._CACHE.free_bytes() == free + result_bytes  # free once the holder is gone
+
+
 def test_outputs_are_ordinary_writeable_arrays():
     x, dy = _big_pair(2)
     result = gradops.relu_grad(x, dy)
@@ -83,10 +103,29 @@ def test_cache_can_be_disabled_and_is_bounded(cache_limit):
     x, dy = _big_pair(3)
     assert gradops.relu_grad(x, dy).base is None  # plain np.empty
     cache_limit("3")
-    results = [gradops.relu_grad(x, dy) for _ in range(4)]  # 4 x 2 MiB released at once
+    _output_cache._CACHE.clear()
+    results = [gradops.relu_grad(x, dy) for _ in range(4)]  # 4 x 2 MiB alive at once
+    kept = [id(result.base) in _output_cache._CACHE.buffer_ids for result in results]
+    assert kept == [True, False, False, False] and _output_cache._CACHE.kept_bytes == 2 << 20
     del results
     gc.collect()
-    assert _output_cache._CACHE.free_bytes <= 3 << 20
+    assert _output_cache._CACHE.free_bytes() == 2 << 20
+
+
+def test_room_is_made_by_forgetting_the_least_recently_used_free_buffers(cache_limit):
+    """A limit of 5 MiB holding two free 2 MiB buffers: a 3 MiB output (which neither can hold)
+    forgets the one handed out longer ago, and the other serves the next 2 MiB output."""
+    cache_limit("5")
+    _output_cache._CACHE.clear()
+    x, dy = _big_pair(6)
+    older, newer = gradops.relu_grad(x, dy), gradops.relu_grad(x, dy)
+    newer_address = newer.ctypes.data
+    del older, newer
+    wide = np.ones((768, 1024), np.float32)  # 3 MiB
+    larger = gradops.relu_grad(wide, wide)
+    assert _output_cache._CACHE.kept_bytes == 5 << 20 and len(_output_cache._CACHE.entries) == 2
+    assert gradops.relu_grad(x, dy).ctypes.data == newer_address
+    np.testing.assert_array_equal(larger, wide)
 
 
 def test_the_limit_counts_the_outputs_bytes(cache_limit):
@@ -94,15 +133,13 @@ def test_the_limit_counts_the_outputs_bytes(cache_limit):
     larger (it is aligned): both come back, at their addresses, for the next two outputs. The
     cache starts empty: a larger buffer another test released could serve a 2 MiB output."""
     cache_limit("4")
-    with _output_cache._CACHE.lock:
-        _output_cache._CACHE.free.clear()
-        _output_cache._CACHE.free_bytes = 0
+    _output_cache._CACHE.clear()
     x, dy = _big_pair(5)
     results = [gradops.relu_grad(x, dy) for _ in range(2)]
     addresses = {result.ctypes.data for result in results}
     del results
     gc.collect()
-    assert len(_output_cache._CACHE.free) == 2 and _output_cache._CACHE.free_bytes == 4 << 20
+    assert len(_output_cache._CACHE.entries) == 2 and _output_cache._CACHE.free_bytes() == 4 << 20
     again = [gradops.relu_grad(x, dy) for _ in range(2)]
     assert {result.ctypes.data for result in again} == addresses
 

@@ -1,32 +1,36 @@
-"""Fresh outputs from a small cache of recently released buffers.
+"""Fresh outputs from a small cache of buffers that earlier outputs used.
 
 A large NumPy allocation is a fresh ``mmap``: the kernel zero-fills every page on first touch,
 which for a memory-bound operator costs about as much as the operator itself. Like the
 caching allocators of TensorFlow and PyTorch, gradops hands out large fresh outputs from
-buffers that earlier outputs released: when the last array viewing a buffer is garbage
-collected, the buffer returns here instead of to the operating system, and the next output
-of a similar size reuses its already-mapped pages.
+buffers it keeps: each output is a view of one of them, and once no array views a buffer any
+more, the next output of a similar size reuses its already-mapped pages.
 
-The arrays returned are ordinary writeable ndarrays (their ``base`` is the cache block). The
-fast backend's helper threads get :func:`lent` views of them, which do not keep the block alive:
-a helper lingers for the next task with its last task's arguments (``_fast/pool.py``), and were
-those real views, back-to-back calls would take turns between two buffers (D3, whose dy and
-two dx buffers exceed the 32 MiB L3, took 1.55 ms fresh against 1.42 ms with ``out=``).
-At most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes (default 1024, read once, when the first large
-output is made) are kept; 0 disables the cache.
+Whether a buffer is free is read from its reference count when an output is asked for: the
+cache holds one reference, and every array viewing the buffer holds one through its ``base``
+(NumPy points a view of a view at the array owning the memory). Nothing runs when an output
+dies, and handing one out is a slice and a view of a plain ``uint8`` array: 1.4 us, against
+7 us for an owner object whose ``__del__`` gave the buffer back (``docs/performance.md``).
+The arrays returned are ordinary writeable ndarrays. The fast backend's helper threads get
+:func:`lent` views of them, which do not reference the buffer: a helper lingers for the next
+task with its last task's arguments (``_fast/pool.py``), and were those real views, back-to-back
+calls would take turns between two buffers (D3, whose dy and two dx buffers exceed the 32 MiB
+L3, took 1.55 ms fresh against 1.42 ms with ``out=``).
 
-Handing out a cached buffer costs Python only, and a memory-bound call of a few MiB takes about
-100 us: so the buffers keep their aligned addresses, and the array interface of each dtype is
-made once (``ctypes.data`` and ``dtype.descr`` cost microseconds per call).
+The buffers the cache keeps, in use or free, hold at most ``GRADOPS_OUTPUT_CACHE_MB`` megabytes
+(default 1024, read once, when the first large output is made; 0 disables the cache): room for
+a new buffer is made by forgetting the least recently used free ones, and an output that still
+does not fit is a plain ``np.empty``, which the cache never sees again.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from functools import cache, lru_cache, partial
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -42,84 +46,118 @@ def _limit_bytes() -> int:
         return 1024 << 20
 
 
+def _references(entry: tuple[np.ndarray, int]) -> int:
+    """The reference count of an entry's buffer, read the same way whenever it is read, so that
+    its count when only the entry holds it (``_IDLE_REFERENCES``) is measured, not assumed."""
+    return sys.getrefcount(entry[0])
+
+
+def _idle_references() -> int:
+    return _references((np.empty(1, np.uint8), 0))
+
+
+# The count of a buffer nothing but its cache entry references (interpreters differ in the
+# references a call's arguments hold); None where reference counts are not kept (no cache).
+_IDLE_REFERENCES = _idle_references() if hasattr(sys, "getrefcount") else None
+
+
 class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # (raw uint8 buffer, its first address on a line), most recently released last
-        self.free: list[tuple[np.ndarray, int]] = []
-        self.free_bytes = 0
+        # (raw uint8 buffer, offset of its first address on a line), least recently handed out first
+        self.entries: list[tuple[np.ndarray, int]] = []
+        self.kept_bytes = 0
+        self.buffer_ids: set[int] = set()  # ``id`` of each kept buffer, for ``lent``
 
-    def take(self, nbytes: int) -> tuple[np.ndarray, int] | None:
-        """The smallest free buffer holding ``nbytes`` without wasting more than half of it, the
-        most recently released of those (its lines are the likeliest to be in the cache)."""
+    def take(self, nbytes: int) -> tuple[np.ndarray, int]:
+        """A buffer for an output of ``nbytes``: the smallest free one holding it without wasting
+        more than half of it, the most recently handed out of those (its lines are the likeliest
+        to be in the CPU's caches); else a new one, kept if the limit leaves room for it."""
         with self.lock:
-            fits = [i for i, (raw, _) in enumerate(self.free) if nbytes <= raw.size <= 2 * nbytes + _ALIGNMENT]
-            if not fits:
-                return None
-            block = self.free.pop(min(fits, key=lambda i: (self.free[i][0].size, -i)))
-            self.free_bytes -= _counted(block[0])
-            return block
+            entries, chosen = self.entries, -1
+            for i in range(len(entries) - 1, -1, -1):
+                size = _counted(entries[i][0])
+                if nbytes <= size <= 2 * nbytes and (chosen < 0 or size < _counted(entries[chosen][0])) \
+                        and _references(entries[i]) == _IDLE_REFERENCES:
+                    chosen = i
+                    if size == nbytes:
+                        break
+            if chosen >= 0:
+                entry = entries.pop(chosen)
+                entries.append(entry)
+                return entry
+            entry = _new_buffer(nbytes)
+            if self._make_room(nbytes):
+                entries.append(entry)
+                self.kept_bytes += nbytes
+                self.buffer_ids.add(id(entry[0]))
+            return entry
 
-    def give_back(self, raw: np.ndarray, address: int) -> None:
+    def _make_room(self, nbytes: int) -> bool:
+        """Forget free buffers, least recently handed out first, until ``nbytes`` more fit under
+        the limit; False (nothing forgotten) when the buffers in use leave no such room."""
         limit = _limit_bytes()
+        if self.kept_bytes + nbytes <= limit:
+            return True
+        free = [i for i, entry in enumerate(self.entries) if _references(entry) == _IDLE_REFERENCES]
+        freeable = sum(_counted(self.entries[i][0]) for i in free)
+        if self.kept_bytes - freeable + nbytes > limit:
+            return False
+        for i in free:
+            if self.kept_bytes + nbytes <= limit:
+                break
+            self.kept_bytes -= _counted(self.entries[i][0])
+            self.buffer_ids.discard(id(self.entries[i][0]))
+            self.entries[i] = None
+        self.entries[:] = [entry for entry in self.entries if entry is not None]
+        return True
+
+    def free_bytes(self) -> int:
+        """The bytes of the buffers no output views now (for tests and reports)."""
         with self.lock:
-            if _counted(raw) > limit:
-                return
-            self.free.append((raw, address))
-            self.free_bytes += _counted(raw)
-            while self.free_bytes > limit:  # forget the least recently released
-                self.free_bytes -= _counted(self.free.pop(0)[0])
+            return sum(_counted(entry[0]) for entry in self.entries if _references(entry) == _IDLE_REFERENCES)
+
+    def clear(self) -> None:
+        """Forget every buffer (those in use stay with their outputs)."""
+        with self.lock:
+            self.entries.clear()
+            self.buffer_ids.clear()
+            self.kept_bytes = 0
+
+
+def _new_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+    raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
+    return raw, -raw.ctypes.data % _ALIGNMENT
 
 
 def _counted(raw: np.ndarray) -> int:
     """The bytes of outputs a buffer holds, as the limit counts them: without the slack that
-    aligns it, so that a limit of 1 GiB keeps 16 released outputs of 64 MiB, not 15 (a dask
-    worker's blocks, ``gradops.dask.bench``)."""
+    aligns it, so that a limit of 1 GiB keeps 16 outputs of 64 MiB, not 15 (a dask worker's
+    blocks, ``gradops.dask.bench``)."""
     return raw.size - _ALIGNMENT
 
 
 _CACHE = _Cache()
 
 
-class _Block:
-    """Owner of one cached buffer, exposed through ``__array_interface__`` so that NumPy keeps it
-    as the ``base`` of every view; when the last view dies, the buffer goes back to the cache."""
-
-    def __init__(self, raw: np.ndarray, address: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.raw, self.address = raw, address
-        self.__array_interface__: dict[str, Any] = {**_interface_of(dtype), "shape": shape, "data": (address, False)}
-
-    def __del__(self) -> None:
-        _CACHE.give_back(self.raw, self.address)
-
-
-@cache
-def _interface_of(dtype: np.dtype) -> dict[str, Any]:
-    """The array interface's entries that only ``dtype`` decides (C order: no strides)."""
-    return {"version": 3, "typestr": dtype.str, "descr": dtype.descr, "strides": None}
-
-
 class _Borrowed:
     """The memory of an array, exposed without a reference to its owner."""
 
-    def __init__(self, interface: dict[str, Any]) -> None:
+    def __init__(self, interface: dict) -> None:
         self.__array_interface__ = interface
 
 
 def lent(args: tuple) -> tuple:
-    """``args`` with each array that views a cache block replaced by a view of the same memory
-    that does not keep the block alive. Only for a thread that touches that memory while the
+    """``args`` with each array that views a cached buffer replaced by a view of the same memory
+    that does not reference the buffer. Only for a thread that touches that memory while the
     caller holds the arrays (a helper computing the caller's chunks)."""
     return tuple([_borrow(a) if type(a) is np.ndarray and a.nbytes >= MIN_POOLED_BYTES else a for a in args])
 
 
 def _borrow(array: np.ndarray) -> np.ndarray:
-    owner = array.base
-    while isinstance(owner, np.ndarray):
-        owner = owner.base
-    if not isinstance(owner, _Block):
+    if id(array.base) not in _CACHE.buffer_ids:
         return array
-    return np.asarray(_Borrowed(array.__array_interface__)).view(array.dtype)  # bfloat16: see _empty
+    return np.asarray(_Borrowed(array.__array_interface__)).view(array.dtype)  # bfloat16 travels as "|V2"
 
 
 def empty_output(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | None = None) -> np.ndarray:
@@ -133,14 +171,14 @@ def output_factory(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray | N
                    ) -> Callable[[], np.ndarray]:
     """:func:`empty_output` of ``shape`` and ``dtype`` like ``like``, as a function of no argument,
     for calls that make such outputs again and again (prepared runs): the layout and the size
-    class are worked out once; small outputs are plain ``np.empty``, as ``_empty`` makes them."""
+    class are worked out once; small outputs are plain ``np.empty``, as ``empty_c_order`` makes them."""
     shape, dtype = tuple(shape), np.dtype(dtype)
     stored_shape, axes = (shape, None) if like is None or like.ndim != len(shape) else \
         _stored_layout(shape, like.shape, like.strides)
     if math.prod(stored_shape) * dtype.itemsize < MIN_POOLED_BYTES:
         make = partial(np.empty, stored_shape, dtype)
     else:
-        make = partial(_empty, stored_shape, dtype)
+        make = partial(empty_c_order, stored_shape, dtype)
     if axes is None:
         return make
     return lambda: make().transpose(axes)
@@ -160,15 +198,11 @@ def _stored_layout(shape: tuple[int, ...], like_shape: tuple[int, ...], like_str
     return tuple(shape[d] for d in order), tuple(int(d) for d in np.argsort(order))
 
 
-def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def empty_c_order(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` (C order), from the cache when it is large."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0:
+    if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0 or _IDLE_REFERENCES is None:
         return np.empty(shape, dtype)
-    block = _CACHE.take(nbytes + _ALIGNMENT)
-    if block is None:
-        raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
-        address = raw.ctypes.data
-        block = raw, address + (-address) % _ALIGNMENT
-    # the array interface spells an ml_dtypes type (bfloat16) as raw bytes ("|V2"): view it back
-    return np.asarray(_Block(*block, shape, dtype)).view(dtype)
+    raw, offset = _CACHE.take(nbytes)
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)

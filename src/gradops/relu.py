@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._arrays import MAX_ELEMENTS, allocate_output, check_input, check_same, prepare_out
+from ._arrays import MAX_ELEMENTS, allocate_c_order_output, check_input, check_same, prepare_out
 from ._backend import fast_module, resolve_backend
 from ._output_cache import MIN_POOLED_BYTES
 from .dml import DataType, FeatureLevel, OperatorDesc, TensorDesc, require_feature_level
@@ -83,10 +83,10 @@ def _dense_run(x: object, dy: object, out: object, backend: str) -> np.ndarray |
     if backend != "fast" or not _dense_arguments(x, dy, out):
         return None
     if out is None:
-        # Small outputs as ``allocate_output`` makes them (np.empty, C order like dy), without its
-        # size checks, which an output the size of an existing input passes.
+        # As ``allocate_output`` makes it (C order, like dy), without its size checks, which an
+        # output the size of an existing input passes; small ones without a function call more.
         small = x.nbytes < MIN_POOLED_BYTES
-        out = np.empty(x.shape, x.dtype) if small else allocate_output("out", x.shape, x.dtype, dy)
+        out = np.empty(x.shape, x.dtype) if small else allocate_c_order_output("out", x.shape, x.dtype)
     return out if fast_module("relu").select_dense(x, dy, out) else None
 
 
