@@ -191,12 +191,13 @@ def test_seven_tap_filter_rows(w, c, mult):
 
 
 def test_prefetched_staged_x_rows(on_each_thread_count):
-    """An x of 16 MiB with rows of 64 channels (wider than ``_IN_PLACE_ROW_BYTES``), 5x5: rows staged
+    """An x of 16 MiB (on a 32 MiB L3) with rows of 64 channels (wider than ``_IN_PLACE_ROW_BYTES``), 5x5: rows staged
     with zero margins, the x row the next output row stages requested a share per block
     of ``_taps_rows`` (``_PREFETCH_STAGED_BYTES``), y of 16 MiB streamed from the registers. Bit
     for bit the documented order, on 1 and 2 threads."""
     rng = np.random.default_rng(25)
-    n, h, w, c, k = 1, 256, 256, 64, 5
+    h, w, c, k = 256, 256, 64, 5
+    n = -(-max(plan._PREFETCH_STAGED_BYTES, simd.STREAMING_THRESHOLD_BYTES) // (h * w * c * 4))  # 1 on a 32 MiB L3
     x = random_values(rng, (n, h, w, c), np.float32)
     f = random_values(rng, (k, k, c, 1), np.float32)
     assert x.nbytes >= plan._PREFETCH_STAGED_BYTES and x.nbytes >= simd.STREAMING_THRESHOLD_BYTES

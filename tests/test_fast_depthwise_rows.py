@@ -166,6 +166,7 @@ def test_streamed_dx_rows(monkeypatch, stride, n, c):
     of every row through plain stores). Checked against brute force, the same bits every way,
     and nothing around the view written."""
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 8 << 20)  # a 32 MiB L3's: whatever this host's
     monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)  # plans made afresh
     rng = np.random.default_rng(stride)
     h, w = 128, 128
@@ -200,6 +201,7 @@ def test_streamed_float16_dx_rows(monkeypatch):
     row starts on a line; the partial lines at both ends take plain stores). The same bits as the
     plain stores (streaming switched off), checked against brute force, nothing around the view
     written."""
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 8 << 20)  # a 32 MiB L3's: whatever this host's
     rng = np.random.default_rng(16)
     n, h, w, c = 2, 256, 250, 33
     dy = random_values(rng, (n, h, w, c), np.float16)

@@ -1,4 +1,5 @@
-"""The cache sizes the fast kernels' plans take from the machine (``_fast/target.data_cache_bytes``)."""
+"""The cache sizes the fast kernels' plans take from the machine (``_fast/target.data_cache_bytes``,
+``last_level_cache_bytes``)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ def _cache(folder: Path, name: str, level: int, kind: str, size: str) -> None:
 @pytest.fixture
 def caches(tmp_path, monkeypatch):
     monkeypatch.setattr(target, "_CACHES", tmp_path)
-    target.data_cache_bytes.cache_clear()
+    target._reported_cache_bytes.cache_clear()
     yield tmp_path
-    target.data_cache_bytes.cache_clear()
+    target._reported_cache_bytes.cache_clear()
 
 
 def test_sizes_come_from_the_data_and_unified_caches(caches):
@@ -37,3 +38,17 @@ def test_typical_sizes_where_the_system_does_not_say(caches):
     assert target.data_cache_bytes(1) == 32 << 10
     _cache(caches, "index0", 2, "Unified", "garbled")
     assert target.data_cache_bytes(2) == 512 << 10
+
+
+def test_the_last_level_is_the_largest_level_reported(caches):
+    """An x86 core's L3, shared (the streaming and prefetch thresholds scale with it); an L2 where
+    it is the last level (many ARM cores); the 32 MiB the thresholds were measured on where the
+    system reports no cache beyond L1."""
+    _cache(caches, "index0", 1, "Data", "32K")
+    assert target.last_level_cache_bytes() == 32 << 20
+    target._reported_cache_bytes.cache_clear()
+    _cache(caches, "index1", 2, "Unified", "1024K")
+    assert target.last_level_cache_bytes() == 1 << 20
+    target._reported_cache_bytes.cache_clear()
+    _cache(caches, "index2", 3, "Unified", "96M")
+    assert target.last_level_cache_bytes() == 96 << 20 and target.data_cache_bytes(2) == 1 << 20

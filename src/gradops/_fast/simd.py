@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-from .target import codegen_target
+from .target import codegen_target, last_level_cache_bytes
 
 # 64 bytes on every target: one AVX-512 register, two AVX2 ones. Every lane computes the same bits
 # whatever the width; 32-byte vectors at the AVX2 tier were faster for 5- and 7-tap filter rows
@@ -32,10 +32,10 @@ LINE_BYTES = 64  # a cache line: what prefetches and non-temporal writes work in
 # Outputs at least this large are written with non-temporal stores (``store_stream``): a normal
 # store first reads the destination line (read for ownership), so a kernel reading one array and
 # writing one moves three array-sizes over the memory bus. Smaller outputs stay in the cache,
-# where the next operator finds them (the L3 here is 32 MiB, shared by both cores and, on this
-# virtual machine, with other tenants). 8 MiB rather than 16: N3's 10 MiB NHWC dx 0.73-0.78x
-# the time, D3's 12.5 MiB 0.90-0.97x (in-process A/B, 2 threads).
-STREAMING_THRESHOLD_BYTES = 8 << 20
+# where the next operator finds them. A quarter of the last-level cache: with the inputs beside
+# it, an output that large no longer stays there. Measured on a 32 MiB L3 (8 MiB rather than
+# 16: docs/performance.md); the plans read it through this module at each call.
+STREAMING_THRESHOLD_BYTES = last_level_cache_bytes() // 4
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 

@@ -93,22 +93,41 @@ def host_vendor() -> str:
     return cpuinfo_field("vendor_id")
 
 
-# Per-core data cache sizes where the system does not say (typical x86 cores of the last decade).
+# Cache sizes where the system does not say: a typical x86 core of the last decade (per core), and
+# the L3 of the 8-core complex of an AMD Zen 3 / Zen 4 (shared), where the thresholds were measured.
 _TYPICAL_DATA_CACHE_BYTES = {1: 32 << 10, 2: 512 << 10}
+_TYPICAL_LAST_LEVEL_CACHE_BYTES = 32 << 20
 _CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux: one indexN folder per cache of CPU 0
 
 
 @cache
-def data_cache_bytes(level: int) -> int:
-    """The size of one core's level-``level`` data (or unified) cache, as Linux reports it for
-    CPU 0 (``_CACHES``); a typical size where it does not."""
+def _reported_cache_bytes() -> dict[int, int]:
+    """The data (or unified) caches of CPU 0 as Linux reports them (``_CACHES``): level -> bytes;
+    empty where it does not, or says something unreadable."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes: dict[int, int] = {}
     for index in sorted(_CACHES.glob("index[0-9]*")):
         try:
-            if int((index / "level").read_text()) != level or (index / "type").read_text().strip() == "Instruction":
+            if (index / "type").read_text().strip() == "Instruction":
                 continue
             size = (index / "size").read_text().strip()
-            return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+            sizes[int((index / "level").read_text())] = int(size[:-1]) * units[size[-1]] if size[-1] in units \
+                else int(size)
         except (OSError, ValueError):
-            break
-    return _TYPICAL_DATA_CACHE_BYTES[level]
+            return {}
+    return sizes
+
+
+def data_cache_bytes(level: int) -> int:
+    """The size of one core's level-``level`` data (or unified) cache, as Linux reports it for
+    CPU 0; a typical size where it does not."""
+    return _reported_cache_bytes().get(level) or _TYPICAL_DATA_CACHE_BYTES[level]
+
+
+def last_level_cache_bytes() -> int:
+    """The size of the last cache before memory (the L3 of an x86 core, shared with the cores
+    Linux lists beside it), as Linux reports it for CPU 0; a typical size where it reports no
+    cache beyond L1. What the thresholds of data "mostly in the caches" scale with."""
+    sizes = _reported_cache_bytes()
+    level = max(sizes, default=0)
+    return sizes[level] if level >= 2 and sizes[level] > 0 else _TYPICAL_LAST_LEVEL_CACHE_BYTES

@@ -30,7 +30,7 @@ from numba import njit
 from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
-from ..target import codegen_target, data_cache_bytes, host_vendor
+from ..target import codegen_target, data_cache_bytes, host_vendor, last_level_cache_bytes
 from ..codecs import HALF_KINDS
 from .selection import FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
@@ -58,11 +58,12 @@ _PREFETCH_POSITIONS = 16  # rows read in place: how far ahead of a block of taps
 # ``_taps9_rows`` over rows read in place: how far ahead of the positions being computed to
 # prefetch the newest row (the others were read for the previous output row).
 _PREFETCH_AHEAD_BYTES = 8192
-# Forward and backprop input request the next staged x / dy row from a source at least this large
-# (smaller ones are mostly in the caches) while the current output row is summed, in equal shares
+# Forward and backprop input request the next staged x / dy row from a source at least half the
+# last-level cache (16 MiB of a 32 MiB L3; smaller ones are mostly in the caches; fixed in the
+# kernels when they compile) while the current output row is summed, in equal shares
 # over the blocks of ``_taps_rows`` and over the parts of ``_NINE_POSITIONS`` positions of
 # ``_taps9_rows`` (the CPU does not keep one burst of line prefetches in flight), else at once.
-_PREFETCH_STAGED_BYTES = 16 << 20
+_PREFETCH_STAGED_BYTES = last_level_cache_bytes() // 2
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Outputs beyond the cache are streamed (non-temporal stores) as the blocks of positions are
 # summed, a block's positions ``step`` bytes apart, or from the row buffer. On AMD cores, with
