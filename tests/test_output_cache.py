@@ -46,6 +46,22 @@ def test_a_lent_view_shares_the_memory_but_not_the_buffer():
     assert _output_cache.lent((plain, 7))[0] is plain  # not from the cache: nothing to lend
 
 
+def test_lent_views_keep_layout_and_dtype_and_are_made_once_per_array():
+    """Strided, transposed, reversed, read-only and reinterpreted views of an output lent as views of the same bytes,
+    with the same strides and values; an array passed twice is lent once."""
+    x, dy = _big_pair(8)
+    result = gradops.relu_grad(x, dy)
+    readonly = result[7:]
+    readonly.flags.writeable = False
+    views = (result[1::3, ::2], result.T, result.view(ml_dtypes.bfloat16), result[5:], readonly, result[::-1])
+    lent = _output_cache.lent(views + (views[0],))
+    for view, borrowed in zip(views, lent):
+        assert borrowed is not view and borrowed.strides == view.strides and borrowed.dtype == view.dtype
+        assert borrowed.ctypes.data == view.ctypes.data
+        assert borrowed.tobytes() == view.tobytes()
+    assert lent[-1] is lent[0]
+
+
 def test_a_live_view_keeps_its_buffer():
     x, dy = _big_pair(1)
     result = gradops.relu_grad(x, dy)
@@ -105,7 +121,7 @@ def test_cache_can_be_disabled_and_is_bounded(cache_limit):
     cache_limit("3")
     _output_cache._CACHE.clear()
     results = [gradops.relu_grad(x, dy) for _ in range(4)]  # 4 x 2 MiB alive at once
-    kept = [id(result.base) in _output_cache._CACHE.buffer_ids for result in results]
+    kept = [id(result.base) in _output_cache._CACHE.shadows for result in results]
     assert kept == [True, False, False, False] and _output_cache._CACHE.kept_bytes == 2 << 20
     del results
     gc.collect()
