@@ -75,6 +75,29 @@ def test_a_live_view_keeps_its_buffer():
     np.testing.assert_array_equal(row, expected)
 
 
+def test_many_outputs_of_one_size_in_use(cache_limit):
+    """Twenty-four 2 MiB outputs alive at once under a 50 MiB limit, then every other one released:
+    the next twelve outputs reuse exactly the released buffers, and room for a 4 MiB output is
+    made by forgetting one released buffer, the one handed out longest ago, never one in use."""
+    cache_limit("50")
+    _output_cache._CACHE.clear()
+    x, dy = _big_pair(9)
+    alive = [gradops.relu_grad(x, dy) for _ in range(24)]
+    released = [out.ctypes.data for out in alive[::2]]
+    del alive[::2]
+    reused = [gradops.relu_grad(x, dy) for _ in range(12)]
+    assert sorted(out.ctypes.data for out in reused) == sorted(released)
+    freed = [out.ctypes.data for out in reused[:3]]
+    del reused[:3]
+    wide = np.ones((1024, 1024), np.float32)  # 4 MiB
+    larger = gradops.relu_grad(wide, wide)
+    assert _output_cache._CACHE.kept_bytes == 50 << 20 and len(_output_cache._CACHE.shadows) == 24
+    again = [gradops.relu_grad(x, dy) for _ in range(2)]
+    assert sorted(out.ctypes.data for out in again) == sorted(freed[1:])  # freed[0] was forgotten
+    np.testing.assert_array_equal(alive[0], np.where(x > 0, dy, 0))
+    np.testing.assert_array_equal(larger, wide)
+
+
 @pytest.mark.parametrize("hold", [lambda r: r.T, lambda r: memoryview(r), lambda r: [r], lambda r: r.view(np.int32)],
                          ids=["transpose", "memoryview", "list", "view-as"])
 def test_anything_referencing_an_output_keeps_its_buffer(hold):
@@ -139,7 +162,7 @@ def test_room_is_made_by_forgetting_the_least_recently_used_free_buffers(cache_l
     del older, newer
     wide = np.ones((768, 1024), np.float32)  # 3 MiB
     larger = gradops.relu_grad(wide, wide)
-    assert _output_cache._CACHE.kept_bytes == 5 << 20 and len(_output_cache._CACHE.entries) == 2
+    assert _output_cache._CACHE.kept_bytes == 5 << 20 and len(_output_cache._CACHE.shadows) == 2
     assert gradops.relu_grad(x, dy).ctypes.data == newer_address
     np.testing.assert_array_equal(larger, wide)
 
@@ -155,7 +178,7 @@ def test_the_limit_counts_the_outputs_bytes(cache_limit):
     addresses = {result.ctypes.data for result in results}
     del results
     gc.collect()
-    assert len(_output_cache._CACHE.entries) == 2 and _output_cache._CACHE.free_bytes() == 4 << 20
+    assert len(_output_cache._CACHE.shadows) == 2 and _output_cache._CACHE.free_bytes() == 4 << 20
     again = [gradops.relu_grad(x, dy) for _ in range(2)]
     assert {result.ctypes.data for result in again} == addresses
 

@@ -30,6 +30,7 @@ import math
 import os
 import sys
 import threading
+from collections import deque
 from functools import cache, lru_cache, partial
 from typing import Callable
 
@@ -47,53 +48,71 @@ def _limit_bytes() -> int:
         return 1024 << 20
 
 
-def _references(entry: tuple[np.ndarray, int]) -> int:
+def _references(entry: list) -> int:
     """The reference count of an entry's buffer, read the same way whenever it is read, so that
     its count when only the entry holds it (``_IDLE_REFERENCES``) is measured, not assumed."""
     return sys.getrefcount(entry[0])
 
 
 def _idle_references() -> int:
-    return _references((np.empty(1, np.uint8), 0))
+    return _references([np.empty(1, np.uint8), 0, 0])
 
 
 # The count of a buffer nothing but its cache entry references (interpreters differ in the
 # references a call's arguments hold); None where reference counts are not kept (no cache).
 _IDLE_REFERENCES = _idle_references() if hasattr(sys, "getrefcount") else None
+# Entries of one size a request looks at beyond the most recent one: with many outputs of a size
+# alive (a network's activations), a request costs at most this many reference counts.
+_SCAN = 32
+
+
+def _free_entry(bucket: deque) -> list | None:
+    """A free entry of ``bucket``: the most recently handed out if it is free (the call before
+    released it: its lines are the likeliest to be in the CPU's caches), else the first free one
+    of the ``_SCAN`` handed out longest ago, each looked at moved to the back (an entry in use is
+    looked at again after the others)."""
+    if _references(bucket[-1]) == _IDLE_REFERENCES:
+        return bucket[-1]
+    for _ in range(min(len(bucket) - 1, _SCAN)):
+        entry = bucket.popleft()
+        bucket.append(entry)
+        if _references(entry) == _IDLE_REFERENCES:
+            return entry
+    return None
 
 
 class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # (raw uint8 buffer, offset of its first address on a line), least recently handed out first
-        self.entries: list[tuple[np.ndarray, int]] = []
+        # output bytes -> entries [raw uint8 buffer, offset of its first address on a line, when it
+        # was last handed out (``clock``)]
+        self.buckets: dict[int, deque] = {}
+        self.clock = 0
         self.kept_bytes = 0
         # ``id`` of each kept buffer -> its address and a view of all of its bytes that does not
         # reference it (``lent``), made once per buffer
         self.shadows: dict[int, tuple[int, np.ndarray]] = {}
 
-    def take(self, nbytes: int) -> tuple[np.ndarray, int]:
-        """A buffer for an output of ``nbytes``: the smallest free one holding it without wasting
-        more than half of it, the most recently handed out of those (its lines are the likeliest
-        to be in the CPU's caches); else a new one, kept if the limit leaves room for it."""
+    def take(self, nbytes: int) -> list:
+        """A buffer for an output of ``nbytes``: a free one of that size (``_free_entry``), else of
+        the smallest size holding it without wasting more than half of it; else a new one, kept
+        if the limit leaves room for it."""
         with self.lock:
-            entries, chosen = self.entries, -1
-            for i in range(len(entries) - 1, -1, -1):
-                size = _counted(entries[i][0])
-                if nbytes <= size <= 2 * nbytes and (chosen < 0 or size < _counted(entries[chosen][0])) \
-                        and _references(entries[i]) == _IDLE_REFERENCES:
-                    chosen = i
-                    if size == nbytes:
+            bucket = self.buckets.get(nbytes)
+            entry = _free_entry(bucket) if bucket else None
+            if entry is None:
+                for size in sorted(size for size in self.buckets if nbytes < size <= 2 * nbytes):
+                    entry = _free_entry(self.buckets[size])
+                    if entry is not None:
                         break
-            if chosen >= 0:
-                entry = entries.pop(chosen)
-                entries.append(entry)
-                return entry
-            entry = _new_buffer(nbytes)
-            if self._make_room(nbytes):
-                entries.append(entry)
-                self.kept_bytes += nbytes
-                self.shadows[id(entry[0])] = _shadow(entry[0])
+            self.clock += 1
+            if entry is None:
+                entry = _new_buffer(nbytes)
+                if self._make_room(nbytes):
+                    self.buckets.setdefault(nbytes, deque()).append(entry)
+                    self.kept_bytes += nbytes
+                    self.shadows[id(entry[0])] = _shadow(entry[0])
+            entry[2] = self.clock
             return entry
 
     def _make_room(self, nbytes: int) -> bool:
@@ -102,35 +121,42 @@ class _Cache:
         limit = _limit_bytes()
         if self.kept_bytes + nbytes <= limit:
             return True
-        free = [i for i, entry in enumerate(self.entries) if _references(entry) == _IDLE_REFERENCES]
-        freeable = sum(_counted(self.entries[i][0]) for i in free)
-        if self.kept_bytes - freeable + nbytes > limit:
+        free = sorted((entry for bucket in self.buckets.values() for entry in bucket
+                       if _references(entry) == _IDLE_REFERENCES), key=lambda entry: entry[2])
+        if self.kept_bytes - sum(_counted(entry[0]) for entry in free) + nbytes > limit:
             return False
-        for i in free:
+        forgotten = set()
+        for entry in free:
             if self.kept_bytes + nbytes <= limit:
                 break
-            self.kept_bytes -= _counted(self.entries[i][0])
-            del self.shadows[id(self.entries[i][0])]
-            self.entries[i] = None
-        self.entries[:] = [entry for entry in self.entries if entry is not None]
+            forgotten.add(id(entry))
+            self.kept_bytes -= _counted(entry[0])
+            del self.shadows[id(entry[0])]
+        for size, bucket in list(self.buckets.items()):  # by identity: entries hold arrays, which == compares
+            kept = deque(entry for entry in bucket if id(entry) not in forgotten)
+            if kept:
+                self.buckets[size] = kept
+            else:
+                del self.buckets[size]
         return True
 
     def free_bytes(self) -> int:
         """The bytes of the buffers no output views now (for tests and reports)."""
         with self.lock:
-            return sum(_counted(entry[0]) for entry in self.entries if _references(entry) == _IDLE_REFERENCES)
+            return sum(_counted(entry[0]) for bucket in self.buckets.values() for entry in bucket
+                       if _references(entry) == _IDLE_REFERENCES)
 
     def clear(self) -> None:
         """Forget every buffer (those in use stay with their outputs)."""
         with self.lock:
-            self.entries.clear()
+            self.buckets.clear()
             self.shadows.clear()
             self.kept_bytes = 0
 
 
-def _new_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+def _new_buffer(nbytes: int) -> list:
     raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
-    return raw, -raw.ctypes.data % _ALIGNMENT
+    return [raw, -raw.ctypes.data % _ALIGNMENT, 0]
 
 
 def _counted(raw: np.ndarray) -> int:
@@ -229,5 +255,5 @@ def empty_c_order(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0 or _IDLE_REFERENCES is None:
         return np.empty(shape, dtype)
-    raw, offset = _CACHE.take(nbytes)
+    raw, offset, _ = _CACHE.take(nbytes)
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
