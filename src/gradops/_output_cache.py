@@ -9,8 +9,9 @@ more, the next output of a similar size reuses its already-mapped pages.
 Whether a buffer is free is read from its reference count when an output is asked for: the
 cache holds one reference, and every array viewing the buffer holds one through its ``base``
 (NumPy points a view of a view at the array owning the memory). Nothing runs when an output
-dies, and handing one out is a slice and a view of a plain ``uint8`` array: 1.4 us, against
-7 us for an owner object whose ``__del__`` gave the buffer back (``docs/performance.md``).
+dies, and handing one out is a slice and a view of a plain ``uint8`` array: 2.4-3.4 us with its
+release, against 6-7.5 us for an owner object whose ``__del__`` gave the buffer back
+(``docs/performance.md``).
 The arrays returned are ordinary writeable ndarrays. The fast backend's helper threads get
 :func:`lent` views of them, which do not reference the buffer: a helper lingers for the next
 task with its last task's arguments (``_fast/pool.py``), and were those real views, back-to-back
