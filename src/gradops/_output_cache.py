@@ -43,6 +43,10 @@ _ALIGNMENT = 64
 
 @cache
 def _limit_bytes() -> int:
+    """``GRADOPS_OUTPUT_CACHE_MB`` in bytes; 0 (no cache) also where the interpreter keeps no
+    reference counts, which are what tells a free buffer (``_IDLE_REFERENCES``)."""
+    if _IDLE_REFERENCES is None:
+        return 0
     try:
         return max(0, int(os.environ.get("GRADOPS_OUTPUT_CACHE_MB", "1024"))) << 20
     except ValueError:
@@ -254,7 +258,7 @@ def empty_c_order(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)`` (C order), from the cache when it is large."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0 or _IDLE_REFERENCES is None:
+    if nbytes < MIN_POOLED_BYTES or _limit_bytes() == 0:
         return np.empty(shape, dtype)
     raw, offset, _ = _CACHE.take(nbytes)
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
