@@ -12,6 +12,7 @@ that a block reads its own chunk plus a small halo.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import operator
@@ -88,13 +89,12 @@ def chunks_by_reads(first: np.ndarray, last: np.ndarray, source_sizes: Sequence[
     return tuple(int(n) for n in np.diff(np.append(starts, first.size)))
 
 
-def _parts(chunk_bounds: np.ndarray, lo: int, hi: int) -> list[tuple[int, slice]]:
+def _parts(chunk_bounds: list[int], lo: int, hi: int) -> list[tuple[int, slice]]:
     """The chunks that overlap ``[lo, hi)``, each with the slice of it that does."""
-    first = int(np.searchsorted(chunk_bounds, lo, side="right")) - 1
+    chunk = bisect.bisect_right(chunk_bounds, lo) - 1
     parts = []
-    chunk = first
     while chunk_bounds[chunk] < hi:
-        start, stop = int(chunk_bounds[chunk]), int(chunk_bounds[chunk + 1])
+        start, stop = chunk_bounds[chunk], chunk_bounds[chunk + 1]
         parts.append((chunk, slice(max(lo, start) - start, min(hi, stop) - start)))
         chunk += 1
     return parts
@@ -117,26 +117,24 @@ def _join(pieces: list, grid: tuple[int, ...]) -> np.ndarray:
     return joined
 
 
-def _source_task(source: da.Array, ranges: Sequence[Range], graph: dict, parts_name: str) -> tuple:
-    """A task computing ``source[ranges]`` from the chunks that hold it. A part of a chunk is
-    cut by its own task (added to ``graph``, shared by every block that reads it), so that only
-    the part travels to the worker that runs the block, not the whole chunk (a halo is thin)."""
-    per_axis = [_parts(bounds(sizes), lo, hi) for sizes, (lo, hi) in zip(source.chunks, ranges)]
+def _source_task(source: da.Array, source_bounds: list[list[int]], ranges: Sequence[Range], graph: dict,
+                 parts_name: str) -> tuple:
+    """A task computing ``source[ranges]`` from the chunks that hold it (``source_bounds``: its
+    chunk boundaries per axis). A part of a chunk is cut by its own task (added to ``graph``,
+    shared by every block that reads it), so that only the part travels to the worker that runs
+    the block, not the whole chunk (a halo is thin)."""
+    per_axis = [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(source_bounds, ranges)]
     pieces = []
     for combination in itertools.product(*per_axis):
-        key = (source.name, *(chunk for chunk, _ in combination))
+        chunk_index = tuple(chunk for chunk, _ in combination)
+        key = (source.name, *chunk_index)
         cut = tuple(cut for _, cut in combination)
-        shape = _chunk_shape(source, key[1:])
-        if any(c.stop - c.start != n for c, n in zip(cut, shape)):
-            part_key = (parts_name, *key[1:], *(c.start for c in cut), *(c.stop for c in cut))
+        if any(c.stop - c.start != b[i + 1] - b[i] for c, b, i in zip(cut, source_bounds, chunk_index)):
+            part_key = (parts_name, *chunk_index, *(c.start for c in cut), *(c.stop for c in cut))
             graph.setdefault(part_key, (operator.getitem, key, cut))
             key = part_key
         pieces.append(key)
     return (_join, pieces, tuple(len(axis) for axis in per_axis))
-
-
-def _chunk_shape(source: da.Array, index: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(sizes[i] for sizes, i in zip(source.chunks, index))
 
 
 def _on_one_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -159,13 +157,14 @@ def gather(label: str, sources: Sequence[da.Array], chunks: tuple[tuple[int, ...
     the ranges that block reads (None: not read, ``block`` receives None) and the block's
     ``parameters``, computed once when the graph is built."""
     name = f"gradops-{label}-{tokenize(token, *(s.name for s in sources), chunks)}"
-    axis_bounds = [bounds(sizes) for sizes in chunks]
+    axis_bounds = [bounds(sizes).tolist() for sizes in chunks]
+    source_bounds = [[bounds(sizes).tolist() for sizes in source.chunks] for source in sources]
     graph: dict = {}
     for index in itertools.product(*(range(len(sizes)) for sizes in chunks)):
-        ranges = tuple((int(b[i]), int(b[i + 1])) for b, i in zip(axis_bounds, index))
+        ranges = tuple((b[i], b[i + 1]) for b, i in zip(axis_bounds, index))
         source_ranges, parameters = plan_block(ranges)
-        inputs = [None if need is None else _source_task(source, need, graph, f"{name}-part-{number}")
-                  for number, (source, need) in enumerate(zip(sources, source_ranges))]
+        inputs = [None if need is None else _source_task(source, edges, need, graph, f"{name}-part-{number}")
+                  for number, (source, edges, need) in enumerate(zip(sources, source_bounds, source_ranges))]
         graph[(name, *index)] = (_on_one_thread, block, parameters, *inputs)
     layer = HighLevelGraph.from_collections(name, graph, dependencies=list(sources))
     return da.Array(layer, name, chunks, dtype=dtype, meta=np.empty((0,) * len(chunks), dtype=dtype))
