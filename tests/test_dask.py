@@ -380,3 +380,17 @@ def test_graphs_of_arrays_larger_than_memory_are_built():
         gradops.relu_grad(stand_in, stand_in)
     with pytest.raises(gradops.ShapeError, match=r"^input\.shape"):
         gradops.depthwise_conv2d_native(stand_in, filt, [1, 1, 1, 1], "SAME")
+
+
+def test_benchmark_runs_and_checks_its_result(capsys):
+    """``python -m gradops.dask.bench`` end to end at one small size (its own LocalCluster): the
+    dask result is compared with the in-memory one digest by digest before anything is timed,
+    and a row reports both sides. Timings are not judged here (benchmarks, not tests)."""
+    from gradops.dask import bench
+
+    assert bench.main(["--gib", "0.03", "--chunk-mib", "8", "--reps", "1", "--only", "relu_grad"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| relu_grad")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[1:3] == ["8", "4"]  # one 32 MiB image in four 8 MiB row blocks
+    assert float(cells[-1]) > 0 and float(cells[-2]) > 0

@@ -11,8 +11,9 @@ median of ``--reps`` runs is reported as throughput (GiB of input + output per s
 in-memory call both with a fresh output (as it is usually called; an output larger than
 gradops' cache of released buffers, ``GRADOPS_OUTPUT_CACHE_MB``, faults in new pages) and with
 ``out=`` (a preallocated output), and the ratio dask time / in-memory ``out=`` time (overhead =
-ratio - 1). Each timed dask run computes the same graph again: it starts once the workers have
-released the last run's result. The workers' outputs come from their own caches of released
+ratio - 1). The ``out=`` call and the dask run take turns, so that both meet the machine in
+the same state. Each timed dask run builds its graph (as every call does) and computes it again:
+it starts once the workers have released the last run's result. The workers' outputs come from their own caches of released
 buffers, so a worker holding more than ``GRADOPS_OUTPUT_CACHE_MB`` of results faults in pages
 for the rest (set it in the environment to change it on both sides). The dask result is
 checked bit for bit against the in-memory one before timing: a BLAKE2 digest of each block,
@@ -128,20 +129,23 @@ def _until_released(client, keys: set) -> None:
     sends a release message: without this wait the next run would start while the workers still
     hold the last one, and its blocks would fault in new pages instead of reusing the buffers
     the last run's blocks release (gradops' cache of released buffers, as the in-memory call
-    reuses its last output's)."""
-    while any(keys & set(held) for held in client.has_what().values()):
+    reuses its last output's). The scheduler forgets a key when it tells the worker to, so the
+    workers' own stores are asked too."""
+    def held_by(dask_worker) -> bool:
+        return any(key in dask_worker.data for key in keys)
+
+    while any(keys & set(held) for held in client.has_what().values()) or any(client.run(held_by).values()):
         time.sleep(0.001)
 
 
-def _median_seconds(run: Callable[[], object], reps: int, between: Callable[[], object] = lambda: None) -> float:
-    """The median time of ``run``, with ``between`` (untimed) after each run."""
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-        between()
-    return statistics.median(times)
+def _seconds(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _median_seconds(run: Callable[[], object], reps: int) -> float:
+    return statistics.median(_seconds(run) for _ in range(reps))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +190,6 @@ def main(argv: list[str] | None = None) -> int:
             source = _gathered(client, generated((1,) + shape[1:]))
             expected = workload.numpy_call(source)
             fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
-            # out= into the expected result itself: the same values again, and no third array here
-            in_memory = _median_seconds(lambda: workload.numpy_call(source, out=expected), args.reps)
             moved = (source.nbytes + expected.nbytes) / GIB
             for chunk_mib in args.chunk_mib:
                 chunks = _chunks(shape, workload.rows_axis, int(chunk_mib * MIB))
@@ -210,7 +212,15 @@ def main(argv: list[str] | None = None) -> int:
 
                 run()  # warm-up: every worker has loaded the kernels
                 release()
-                on_dask = _median_seconds(run, args.reps, between=release)
+                # The two sides in turn, so that both meet the machine in the same state (the
+                # memory bandwidth of these VMs moves by 1.3-1.8x over minutes). out= into the
+                # expected result itself: the same values again, and no third array here.
+                in_memory_times, dask_times = [], []
+                for _ in range(args.reps):
+                    in_memory_times.append(_seconds(lambda: workload.numpy_call(source, out=expected)))
+                    dask_times.append(_seconds(run))
+                    release()
+                in_memory, on_dask = statistics.median(in_memory_times), statistics.median(dask_times)
                 blocks = int(np.prod(data.numblocks))
                 print(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | {blocks} | "
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
