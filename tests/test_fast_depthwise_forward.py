@@ -35,7 +35,8 @@ def _rows_per_job(monkeypatch, rule):
 
 def _share_calls(monkeypatch):
     """``(kernel, arguments)`` of each kernel ``fast.share`` runs from now on, in call order (each
-    still runs); a forward call's last two arguments are its (left, right) zero margins."""
+    still runs); a forward call's arguments end with its (left, right) zero margins and its phase
+    (``CallPlan.phase``)."""
     calls = []
     share = fast.share
 
@@ -46,11 +47,12 @@ def _share_calls(monkeypatch):
     return calls
 
 
-def _streaming(kernel) -> tuple[bool, bool]:
-    """(stream_in_place, stream_rows) of a forward or backprop-input kernel: its factory's key,
-    ``(planar, stream_in_place, stream_rows, ...)``, is the first argument of its recipe."""
+def _streaming(kernel) -> tuple[bool, bool, bool]:
+    """(stream_in_place, stream_rows, phased) of a forward or backprop-input kernel: its factory's
+    key, ``(planar, stream_in_place, stream_rows, phased, ...)``, is the first argument of its
+    recipe."""
     path = kernel.gradops_recipe[2][0]
-    return path[1], path[2]
+    return path[1], path[2], path[3]
 
 
 @pytest.mark.parametrize("dtype, layout, mult", [(np.dtype(np.float32), "NHWC", 1), (np.dtype(np.float16), "NHWC", 1),
@@ -81,7 +83,7 @@ def test_staged_x_rows_with_zero_margins(monkeypatch, dtype, layout, mult, k, di
         y = np.empty((n, h, ow, c * mult), dtype)
         fast.conv_forward(as_layout(x, layout), f, y, 1, 1, dil, dil, reach // 2, pad[0])
         np.testing.assert_array_equal(bits(y), bits(expected))
-    assert [args[-2:] for _, args in calls] == [pad if max(pad) <= reach else (0, 0), (0, 0)]
+    assert [args[-3:-1] for _, args in calls] == [pad if max(pad) <= reach else (0, 0), (0, 0)]
 
 
 def test_non_finite_weights_read_rows_in_place(monkeypatch):
@@ -96,7 +98,7 @@ def test_non_finite_weights_read_rows_in_place(monkeypatch):
     calls = _share_calls(monkeypatch)
     y = np.empty((1, 8, 10, 48), np.float32)
     fast.conv_forward(x, f, y, 1, 1, 1, 1, 1, 1)
-    assert [args[-2:] for _, args in calls] == [(0, 0)]
+    assert [args[-3:-1] for _, args in calls] == [(0, 0)]
     exact = brute_forward(x, f, 8, 10, (1, 1), (1, 1), (1, 1))
     assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
     assert np.isinf(y[0, 1:, 1:, 0]).all() and np.isfinite(y[0, :, 0, 0]).all()
@@ -124,7 +126,7 @@ def test_remembered_plans_follow_what_the_data_changes(monkeypatch):
             assert not np.isnan(y).any() and (np.isinf(y) == np.isinf(exact)).all()
         else:
             check(y, exact, brute_forward(x, np.abs(f), 40, 10, (1, 1), (1, 1), (1, 1)), 9, np.dtype(np.float32))
-    margins = [args[-2:] for _, args in calls]
+    margins = [args[-3:-1] for _, args in calls]
     assert margins[1] == (0, 0) and margins[0] == margins[2] == margins[3] != (0, 0)
     kernels = [kernel for kernel, _ in calls]
     assert kernels[2] is not kernels[0] and kernels[3] is kernels[0]
@@ -137,10 +139,11 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     kernel of its own (``_forward_kernel_for((False, True, ...))``): filter rows of 3, 5 and 7 taps in
     blocks of 8 positions (the last block overlapping the one before), over x rows staged with
     zero margins (C = 48; one job per image) or read in place (C = 16: the edge positions tap
-    by tap). A y off the lines (3 elements past one here, as NumPy's own arrays start 16 bytes past
-    one) is summed row by row in the row buffer and streamed from there (``writers._stream_row``:
-    the partial lines at the ends of each row plain); below the threshold, plain stores. Bit for
-    bit the documented order every way, nothing around the view written."""
+    by tap). A y whose positions all start at one point off the lines (3 elements past one here,
+    as NumPy's own arrays start 16 bytes past one) is streamed from the registers too, in vectors
+    that start on the lines, each running into the next position (``CallPlan.phase``: the
+    kernel ``(False, False, False, True, ...)``); below the threshold, plain stores. Bit for bit
+    the documented order every way, nothing around the view written."""
     rng = np.random.default_rng(k * c + w)
     n, h, pad = 2, 5, k // 2
     x = random_values(rng, (n, h, w, c), np.float32)
@@ -155,15 +158,15 @@ def test_streamed_y_rows(monkeypatch, k, c, w):
     longest_row, nine = plan._tap_paths(k, k, 1, 1, c, np.float32, False)
     assert longest_row == k
     size = n * h * w * c
-    for shift, threshold, streamed, stream_rows in ((None, 0, True, False), (3, 0, False, True),
-                                                    (None, 1 << 62, False, False)):
+    for shift, threshold, streamed, phased in ((None, 0, True, False), (3, 0, False, True),
+                                               (None, 1 << 62, False, False)):
         monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", threshold)
         buffer = np.full(size + 32, 7.0, np.float32)
         if shift is None:  # the first element on a 64-byte line
             shift = (-buffer.ctypes.data) % 64 // 4
         y = buffer[shift:shift + size].reshape(n, h, w, c)
         fast.conv_forward(x, f, y, 1, 1, 1, 1, pad, pad)
-        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, stream_rows, longest_row, nine,
+        assert calls[-1][0] is kernels._forward_kernel_for((False, streamed, False, phased, longest_row, nine,
                                                             element_kinds.FLOAT))
         np.testing.assert_array_equal(bits(y), bits(expected))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
@@ -222,9 +225,10 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
     set here for this host whatever it is), an output beyond the cache (threshold lowered) whose
     blocks store positions a multiple of it apart (C = 512 float32 channels: 2048 bytes; C = 256 at
     stride 2, every other dx position) is written in place with plain stores, on a line or 16
-    bytes past one; C = 528 and 272 are streamed as before (from the registers on a line, from the
-    row buffer off it). The same bits every way, checked against brute force, nothing around the
-    view written."""
+    bytes past one; C = 528 and 272 are streamed as before: from the registers on a line; off it,
+    at stride 1 from the registers in vectors that start on the lines (``CallPlan.phase``), at
+    stride 2 from the row buffer. The same bits every way, checked against brute force, nothing
+    around the view written."""
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {target.host_vendor(): 2048})
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
     _fresh_plans(monkeypatch)  # with the conflicts above
@@ -254,5 +258,7 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
         check(out, exact, exact_abs, 9, np.dtype(np.float32))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
         results.append(bits(out))
-        assert _streaming(calls[-1][0]) == ((False, False) if conflicting else (on_a_line, not on_a_line))
+        off_a_line = not on_a_line and not conflicting
+        assert _streaming(calls[-1][0]) == (on_a_line and not conflicting, off_a_line and stride == 2,
+                                            off_a_line and stride == 1)
     np.testing.assert_array_equal(results[0], results[1])

@@ -5,6 +5,7 @@ summation order (``emulate_stride1_adjoint``), bit for bit where promised."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -162,9 +163,11 @@ def test_streamed_dx_rows(monkeypatch, stride, n, c):
     emptied here): whole filter rows (``_taps_rows``; C = 256, staged
     rows) and 9 taps with weights in registers (``_taps9_2x2``; C = 32, rows read in place). A
     dx that does not start on a line (as NumPy's own arrays, 16 bytes past one) goes row by row
-    through a row buffer, rows starting at any element offset (the first and last partial lines
-    of every row through plain stores). Checked against brute force, the same bits every way,
-    and nothing around the view written."""
+    through a row buffer at stride 2 and where staged rows are a line wider than C (C = 256),
+    rows starting at any element offset (the first and last partial lines of every row through
+    plain stores); else from the registers in vectors that start on the lines
+    (``test_phased_stores_at_every_line_offset``). Checked against brute force, the same bits
+    every way, and nothing around the view written."""
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 8 << 20)  # a 32 MiB L3's: whatever this host's
     monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)  # plans made afresh
@@ -189,7 +192,7 @@ def test_streamed_dx_rows(monkeypatch, stride, n, c):
         check(dx, exact, exact_abs, 9, np.dtype(np.float32))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
         results.append(dx.copy())
-        on_lines.append(plan._on_lines(*plan._kernel_view(dx, False), c))
+        on_lines.append(plan._positions_line_offset(*plan._kernel_view(dx, False), c) == 0)
     assert on_lines[1:] == [False, True]
     for other in results[1:]:
         np.testing.assert_array_equal(bits(other), bits(results[0]))
@@ -287,3 +290,53 @@ def test_unaligned_output_view():
     expected = np.empty_like(x)
     fast.conv_forward(x, f, expected, 1, 1, 1, 1, 1, 1)
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("operator", ["input", "forward"])
+@pytest.mark.parametrize("dtype, k, w, c, mult", [(np.float32, 3, 12, 16, 1), (np.float32, 3, 30, 48, 1),
+                                                  (np.float32, 5, 9, 32, 1), (np.float32, 7, 17, 48, 1),
+                                                  (np.float64, 3, 11, 24, 1), (np.float32, 3, 13, 16, 2),
+                                                  (np.float32, 3, 3, 16, 1), (np.float32, 3, 2, 32, 1)])
+def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, c, mult):
+    """An output streamed (threshold lowered) whose positions all start at one point off the
+    64-byte lines, at every element offset into a line, stride 1: the row paths stream vectors
+    that start on the lines, each running into the next position, with the weights rotated to
+    match (``CallPlan.phase``; C = 16 and 32 float32 rows read in place, 48 staged with zero
+    margins, 3x3 nine-tap blocks and 5- and 7-tap rows, the forward with M = 2; rows of 3 and 2
+    positions, too short for it, plain). Backprop input with M = 2 adds its pairs of sums in the
+    row buffer instead (no phase). The documented order bit for bit (``emulate_stride1_*``), the
+    same bits at every offset, and nothing around the view written."""
+    from fast_depthwise_cases import emulate_stride1_forward
+
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
+    monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
+    monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)  # plans made afresh
+    monkeypatch.setattr(fast, "forward_plan", call_plans.forward_plan.__wrapped__)
+    phases = []
+    make_plan = call_plans.input_plan.__wrapped__ if operator == "input" else call_plans.forward_plan.__wrapped__
+
+    def spy(*args):
+        planned = make_plan(*args)
+        phases.append(planned.phase)
+        return planned
+    monkeypatch.setattr(fast, f"{operator}_plan", spy)
+    rng = np.random.default_rng(k * w + c)
+    n, h, pad = 2, 4, k // 2
+    source = random_values(rng, (n, h, w, c * (mult if operator == "input" else 1)), np.dtype(dtype))
+    f = random_values(rng, (k, k, c, mult), np.dtype(dtype))
+    if operator == "input":
+        expected, run = emulate_stride1_adjoint(source, f, h, w, (pad, pad)), fast.backprop_input
+    else:
+        expected, run = emulate_stride1_forward(source, f, h, w, (1, 1), (pad, pad)), fast.conv_forward
+    shape = (n, h, w, c * (1 if operator == "input" else mult))
+    size, item = math.prod(shape), np.dtype(dtype).itemsize
+    line = 64 // item
+    for offset in range(line):
+        buffer = np.full(size + 2 * line, 7.0, dtype)
+        shift = (-buffer.ctypes.data) % 64 // item + offset
+        out = buffer[shift:shift + size].reshape(shape)
+        run(source, f, out, 1, 1, 1, 1, pad, pad)
+        np.testing.assert_array_equal(bits(out), bits(expected.astype(dtype)))
+        assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+    phased = operator == "forward" or mult == 1
+    assert phases == [(line - offset) % line if phased else 0 for offset in range(line)]

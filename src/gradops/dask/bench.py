@@ -12,13 +12,14 @@ in-memory call both with a fresh output (as it is usually called; an output larg
 gradops' cache of released buffers, ``GRADOPS_OUTPUT_CACHE_MB``, faults in new pages) and with
 ``out=`` (a preallocated output), and the ratio dask time / in-memory ``out=`` time (overhead =
 ratio - 1). The ``out=`` call and the dask run take turns, so that both meet the machine in
-the same state. Each timed dask run builds its graph (as every call does) and computes it again:
-it starts once the workers have released the last run's result. The workers' outputs come from their own caches of released
-buffers, so a worker holding more than ``GRADOPS_OUTPUT_CACHE_MB`` of results faults in pages
-for the rest (set it in the environment to change it on both sides). The dask result is
-checked bit for bit against the in-memory one before timing: a BLAKE2 digest of each block,
-computed on the worker that holds it, so that this process holds two arrays (the input and the
-in-memory result, which is also the ``out=``), not three.
+the same state. Each timed dask run builds its graph (as every call does) and computes it
+again: it starts once the workers have released the last run's result. The workers' outputs
+come from their own caches of released buffers, so a worker holding more than
+``GRADOPS_OUTPUT_CACHE_MB`` of results faults in pages for the rest (set it in the environment
+to change it on both sides). The dask result is checked bit for bit against the in-memory one
+before timing: a BLAKE2 digest of each block, computed on the worker that holds it, so that
+this process holds two arrays (the input and the in-memory result, which is also the
+``out=``), not three.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from .call_plans import CallPlan, filter_plan, forward_plan, input_plan, table_l
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
-                   _on_lines, _planar_block_rows, _weights, filter_line_shift)
+                   _planar_block_rows, _positions_line_offset, _weights, filter_line_shift)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter", "first_calls", "ordered_fits", "ordered_run"]
 
@@ -179,7 +179,7 @@ def conv_forward(x: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: int
         share(_forward_kernel_for(plan.path), plan.items, moved, x_buf, x_off, x_st,
               x_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, y_buf, y_off, y_st,
               y_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.geo, plan.planar,
-              plan.rows_per_job, *plan.margins)
+              plan.rows_per_job, *plan.margins, plan.phase)
     return run
 
 
@@ -206,7 +206,7 @@ def backprop_input(dy: np.ndarray, filt: np.ndarray, out: np.ndarray, stride_h: 
         share(_backprop_input_kernel_for(plan.path), plan.items, moved, dy_buf, dy_off, dy_st,
               dy_buf if plan.direct_in else plan.rows_stand_in, plan.direct_in, wv, dx_buf, dx_off, dx_st,
               dx_buf if plan.direct_out else plan.out_stand_in, plan.direct_out, plan.stream_rows,
-              plan.stream_in_place, plan.geo, plan.planar, plan.rows_per_job, *plan.margins)
+              plan.stream_in_place, plan.geo, plan.planar, plan.rows_per_job, *plan.margins, plan.phase)
     return run
 
 
@@ -237,14 +237,16 @@ def _plan_layout(src: np.ndarray, src_st: np.ndarray, out: np.ndarray, out_st: n
 
 
 def _data_facts(finite: bool, out: np.ndarray, out_buf: np.ndarray, out_off: int, out_st: np.ndarray,
-                out_chans: int) -> tuple[bool, bool, int, int]:
+                out_chans: int) -> tuple[bool, int, int, int]:
     """The end of a call plan's key (``call_plans``) that the layout does not fix: whether the
-    filter's weights are all ``finite`` (``_weights`` tells); whether an output large enough to
-    stream has its positions (``out_chans`` each) on 64-byte lines (``_on_lines``; smaller ones
-    are not asked: the address costs a ctypes object); the thread count and the streaming
-    threshold (tests lower it)."""
-    on_lines = out.nbytes >= simd.STREAMING_THRESHOLD_BYTES and _on_lines(out_buf, out_off, out_st, out_chans)
-    return finite, on_lines, thread_count(), simd.STREAMING_THRESHOLD_BYTES
+    filter's weights are all ``finite`` (``_weights`` tells); for an output large enough to
+    stream, how many bytes past a 64-byte line its positions (``out_chans`` each) all start
+    (``_positions_line_offset``; -1: not at one point, and for smaller outputs, which are not
+    asked: the address costs a ctypes object); the thread count and the streaming threshold
+    (tests lower it)."""
+    line_offset = (_positions_line_offset(out_buf, out_off, out_st, out_chans)
+                   if out.nbytes >= simd.STREAMING_THRESHOLD_BYTES else -1)
+    return finite, line_offset, thread_count(), simd.STREAMING_THRESHOLD_BYTES
 
 
 @_entry_point("filter")

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import simd
 from ..codecs import FLOAT, HALF_KINDS
 from .plan import (_FILTER_REGISTER_POSITIONS, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _filter_chunks,
                    _filter_group_rows, _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job,
@@ -41,6 +42,7 @@ class CallPlan(NamedTuple):
     out_stand_in: np.ndarray  # the empty array passed where they are not
     stream_rows: bool  # output rows streamed from the row buffer (``writers._stream_row``)
     stream_in_place: bool  # output streamed straight from the registers
+    phase: int  # > 0: streamed from the registers in vectors this many elements past the positions' starts
     acc: type  # the sums' type, and the weight table's
     pitch: int  # the weight table's and the staged rows' distance between positions (``_pitch``)
     geo: tuple  # ``plan._geometry``
@@ -62,7 +64,7 @@ def table_layout(dtype: np.dtype, source_strides: tuple[int, int], positions: in
 
 @functools.lru_cache(maxsize=512)
 def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype: np.dtype, filter_shape: tuple,
-                 attrs: tuple, finite: bool, on_lines: bool, threads: int, streaming_bytes: int) -> CallPlan:
+                 attrs: tuple, finite: bool, line_offset: int, threads: int, streaming_bytes: int) -> CallPlan:
     """The forward's decisions (see ``__init__.conv_forward`` for why each is made)."""
     del threads  # in the key: _rows_per_job reads the thread count
     batch, in_h, in_w, chans = x_shape
@@ -85,30 +87,32 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     direct_out = native and _direct_rows(y_st, out_w, width, planar)
     # A y beyond the cache is written with non-temporal stores, as backprop input writes dx
     # (docs/performance.md): straight from the registers where its positions start on 64-byte
-    # lines; else from the row buffer (``_stream_row``: its whole lines streamed, the partial
-    # lines at its ends plain), which NumPy's `out=` arrays (16 bytes past a line) need: plain
-    # stores read every line first. Channels-last rows y can be summed in (``direct_out``) are one
-    # run each, as the row buffer is.
+    # lines, or all at one point of a line with stride 1 (``_phase``); else from the row buffer
+    # (``_stream_row``: its whole lines streamed, the partial lines at its ends plain), which
+    # NumPy's `out=` arrays (16 bytes past a line) need otherwise: plain stores read every line
+    # first. Channels-last rows y can be summed in (``direct_out``) are one run each, as the row
+    # buffer is.
     out_bytes = math.prod(y_shape) * dtype.itemsize
     stream_out = direct_out and not planar and out_bytes >= streaming_bytes and _streams_step(width * dtype.itemsize)
-    stream_in_place = stream_out and on_lines
-    stream_rows = stream_out and not on_lines
+    stream_in_place = stream_out and line_offset == 0
+    phase = _phase(line_offset, dtype, stride_w, pitch, width) if stream_out else 0
+    stream_rows = stream_out and not stream_in_place and not phase
     direct_out = direct_out and not stream_rows  # the sums go to the row buffer first
     shifts = None
     if planar and stride_h == stride_w == 1 and finite:
         shifts = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left, pitch)
-    path = (planar, stream_in_place, stream_rows, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
+    path = (planar, stream_in_place, stream_rows, phase > 0, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
             HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-out_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
-                    np.empty(0, acc), stream_rows, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins,
-                    shifts)
+                    np.empty(0, acc), stream_rows, stream_in_place, phase, acc, pitch, geo, planar, rows_per_job,
+                    margins, shifts)
 
 
 @functools.lru_cache(maxsize=512)
 def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dtype: np.dtype, filter_shape: tuple,
-               attrs: tuple, finite: bool, on_lines: bool, threads: int, streaming_bytes: int) -> CallPlan:
+               attrs: tuple, finite: bool, line_offset: int, threads: int, streaming_bytes: int) -> CallPlan:
     """Backprop input's decisions (see ``__init__.backprop_input`` for why each is made)."""
     del threads  # in the key: _rows_per_job reads the thread count
     batch, in_h, in_w, chans = dx_shape
@@ -126,13 +130,15 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     # channels-last residue planes write every sw-th position in place; planar ones need sw == 1
     direct_out = native and mult == 1 and (stride_w == 1 or not planar) and _direct_rows(dx_st, in_w, chans, planar)
     # A dx beyond the cache skips the read for ownership of its lines: straight from the registers
-    # when its positions start on 64-byte lines; else through a row buffer (docs/performance.md),
-    # as for NumPy's `out=` arrays (16 bytes past a line), and the rows _streams_rows picks.
+    # when its positions start on 64-byte lines, or all at one point of a line with stride 1
+    # (``_phase``); else through a row buffer (docs/performance.md), as NumPy's `out=` arrays (16
+    # bytes past a line) need at stride 2, and the rows _streams_rows picks.
     out_bytes = math.prod(dx_shape) * dtype.itemsize
     stream_out = (direct_out and not planar and out_bytes >= streaming_bytes
                   and _streams_step(stride_w * chans * dtype.itemsize))  # residue planes: every sw-th position
-    stream_in_place = stream_out and on_lines
-    stream_rows = (stream_out and not stream_in_place) or _streams_rows(
+    stream_in_place = stream_out and line_offset == 0
+    phase = _phase(line_offset, dtype, stride_w, pitch, width) if stream_out else 0
+    stream_rows = (stream_out and not stream_in_place and not phase) or _streams_rows(
         out_bytes, dtype, dx_st, chans, mult, stride_w, planar, streaming_bytes)
     shifts = None
     if planar and stride_h == stride_w == 1 and finite:
@@ -144,12 +150,23 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
     if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
-    path = (planar, stream_in_place, stream_rows, not direct_out,
+    path = (planar, stream_in_place, stream_rows, phase > 0, not direct_out,
             *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width, acc, planar),
             HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-in_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
-                    np.empty(0, acc), stream_rows, stream_in_place, acc, pitch, geo, planar, rows_per_job, margins,
-                    shifts)
+                    np.empty(0, acc), stream_rows, stream_in_place, phase, acc, pitch, geo, planar, rows_per_job,
+                    margins, shifts)
+
+
+def _phase(line_offset: int, dtype: np.dtype, stride_w: int, pitch: int, width: int) -> int:
+    """For an output streamed from the registers whose positions all start ``line_offset`` bytes
+    past a 64-byte line (``plan._positions_line_offset``; -1: not at one point), how many elements
+    past their starts its vectors start, on the lines: with stride 1 and sources ``pitch`` =
+    ``width`` apart, a vector running past a position's channels holds the next position's first
+    ones, whose sources are the next positions (``planes._fill_plane_blocked``). 0: not so."""
+    if line_offset <= 0 or stride_w != 1 or pitch != width:
+        return 0
+    return (simd.LINE_BYTES - line_offset) // dtype.itemsize
 
 
 class FilterPlan(NamedTuple):

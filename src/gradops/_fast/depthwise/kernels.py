@@ -42,28 +42,47 @@ def _tap_lists(taps, wv):
             np.empty(taps, wv.dtype), np.empty((4, 2 * taps + 2), np.int64))
 
 
+@njit(inline="always")
+def _rotated(wv, pitch, width, phase):
+    """The weight table (taps ``pitch`` apart) with each tap's ``width`` channels rotated by
+    ``phase``: entry c is channel (c + phase) mod width, the weight of vector lanes that start
+    ``phase`` channels into a position (``planes._fill_plane_blocked``)."""
+    line = simd.LINE_BYTES // wv.itemsize
+    raw = np.empty(wv.size + line, wv.dtype)
+    start = (-raw.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # on a line, as the table itself
+    rotated = raw[start:start + wv.size]
+    for t in range(wv.size // pitch):
+        for c in range(width):
+            rotated[t * pitch + c] = wv[t * pitch + (c + phase) % width]
+    return rotated
+
+
 @kernel_factory
-def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
+def _forward_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
     """``_forward_kernel`` for one ``path`` = its arguments (planar, stream_in_place), whether y
-    rows are streamed from the row buffer (``stream_rows``), its tap paths (``plan._tap_paths``:
-    longest_row, nine) and the element ``kind`` (``codecs``: float,
-    or which half type, so that a half kernel carries one type's conversions), as constants:
-    numba prunes the branches a flag rules out before typing them, so a call compiles only its
-    layout's row code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y
+    rows are streamed from the row buffer (``stream_rows``) or from the registers in vectors that
+    start on the lines past the positions' starts (``phase`` > 0), its tap paths
+    (``plan._tap_paths``: longest_row, nine) and the element ``kind`` (``codecs``: float, or
+    which half type, so that a half kernel carries one type's conversions), as constants: numba
+    prunes the branches a flag rules out before typing them, so a call compiles only its layout's
+    row code, with ``stream`` = True in the tap paths of ``_fill_plane_blocked`` for a y
     streamed in place (beyond the cache), with False otherwise, never both, and only the filter
     rows its filter has (issue 23, cold start)."""
-    planar_path, stream_in_place_path, stream_rows_path, longest_row, nine, kind = path
+    planar_path, stream_in_place_path, stream_rows_path, phased_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
-    plain_stores_path = not (planar_path or stream_in_place_path)
+    plain_stores_path = not (planar_path or stream_in_place_path or phased_path)
 
     @njit(cache=True, nogil=True)
     def _forward_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_in, wv, y, y_off, y_st,
-                        y_direct, direct_out, geo, planar, rows_per_job, margin_l, margin_r):
+                        y_direct, direct_out, geo, planar, rows_per_job, margin_l, margin_r, phase):
         """``stream_in_place_path`` (channels-last, ``direct_out``, every y position on a 64-byte line):
         y is written with non-temporal stores straight from the registers, which skips the read
         for ownership of its lines, so the stores drain while the next blocks compute;
         ``stream_rows_path`` (rows of one run, off the lines): each y row summed in the row
-        buffer, then streamed (``_stream_row``).
+        buffer, then streamed (``_stream_row``). ``phased_path`` (stride 1, every y position
+        ``phase`` elements before a line): streamed from the registers in vectors that start on
+        the lines (``planes._fill_plane_blocked``), the staged x rows placed so that their vectors
+        do too, with the weight table rotated by ``phase`` (``_rotated``).
         ``margin_l`` / ``margin_r`` (stride 1, staged channels-last rows, finite weights; see
         ``_forward_margins``): zero positions on each side of every staged x row, so that every tap
         of a row reaches every y column and the row is one segment, without edges. Staged rows
@@ -87,7 +106,10 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
         # This thread's buffers, made once per call: a small image's jobs are a row or two each,
         # and allocating per job cost as much as the row's sums (docs/performance.md)
         ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
-        ring0 = 0 if direct_in else (-ring.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # first row on a line
+        # the first row on a line; with phased stores, each row's first position ``phase`` elements on
+        placed = (margin_l * pitch + phase) * wv.itemsize if phased_path else 0
+        ring0 = 0 if direct_in else (-ring.ctypes.data - placed) % simd.LINE_BYTES // wv.itemsize
+        wt_phased = _rotated(wv, pitch, width, phase) if phased_path else wv
         tags = np.empty(ring_rows, np.int64)
         _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)  # staging never writes them
         src = x_direct if direct_in else ring
@@ -158,10 +180,16 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
                                                weight, lo, hi, nt, scratch)
                     elif stream_in_place_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, True, x, ahead, ahead_n, longest_row, nine, True)
+                                            scratch, direct_in, True, x, ahead, ahead_n, longest_row, nine, True, 0, wv,
+                                            False)
+                    elif phased_path:
+                        _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
+                                            scratch, direct_in, False, x, ahead, ahead_n, longest_row, nine, True,
+                                            phase, wt_phased, True)
                     elif plain_stores_path:
                         _fill_plane_blocked(acc, acc_row, width, width, pitch, out_w, src, so, tap, lo, hi, nt, wv,
-                                            scratch, direct_in, False, x, ahead, ahead_n, longest_row, nine, True)
+                                            scratch, direct_in, False, x, ahead, ahead_n, longest_row, nine, True, 0,
+                                            wv, False)
                     if direct_out:
                         continue
                     if planar_path:
@@ -174,7 +202,7 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
                     else:
                         for ox in range(out_w):
                             _store_run(acc, ox * width, width, y, y_row + ox * y_st[2], y_st[3], kind)
-            if stream_in_place_path or stream_rows_path:
+            if stream_in_place_path or stream_rows_path or phased_path:
                 simd.store_fence()  # the rows are visible before the chunk is reported done
             finish(counters)
 
@@ -183,32 +211,35 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, int, bool, int]):
 
 
 @kernel_factory
-def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
+def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, bool, int, bool, int]):
     """``_backprop_input_kernel`` for one ``path`` = its arguments (planar, stream_in_place,
-    stream_rows, not direct_out), its tap paths (``plan._tap_paths``: longest_row, nine) and the
-    element ``kind`` (as in ``_forward_kernel_for``), as constants: numba prunes the branches a
+    stream_rows, phase > 0, not direct_out), its tap paths (``plan._tap_paths``: longest_row,
+    nine) and the element ``kind`` (as in ``_forward_kernel_for``), as constants: numba prunes the branches a
     False flag rules out before typing them, so a call compiles only the row code its plan runs
     (issue 23, cold start): the tap paths of ``_fill_plane_blocked`` with ``stream`` = True for a
     dx streamed in place (beyond the cache), with False otherwise, never both, and only the
     filter rows its filter has. A branch that is kept is taken on the same conditions
     (``stream_in_place`` implies ``direct_out``)."""
-    planar_path, stream_in_place_path, stream_rows_path, row_buffer_path, longest_row, nine, kind = path
+    planar_path, stream_in_place_path, stream_rows_path, phased_path, row_buffer_path, longest_row, nine, kind = path
     nine = int(nine)  # numba types a bool closure constant as bool, an int one as a literal
-    plain_stores_path = not stream_in_place_path
+    plain_stores_path = not (stream_in_place_path or phased_path)
 
     @njit(cache=True, nogil=True)
     def _backprop_input_kernel(counters, epoch, role, pool_chunks, dy, dy_off, dy_st, dy_direct, direct_in, wv, dx,
                                dx_off, dx_st, dx_direct, direct_out, stream_rows, stream_in_place, geo, planar,
-                               rows_per_job, margin_l, margin_r):
+                               rows_per_job, margin_l, margin_r, phase):
         """dx written with non-temporal stores (``direct_out``, channels-last): ``stream_in_place``,
         straight from the registers to dx (every position on a 64-byte line), so the stores drain
         while the next blocks compute; ``stream_rows``, each dx row summed in a row buffer, then
         written as one run (rounded, or its M = 2 sums added: ``_streams_rows``). ``margin_l`` /
         ``margin_r`` (stride 1, staged rows, finite weights; see ``_zero_margins``): zero positions on
         each side of every staged dy row, so that every tap of a row reaches every dx column and the
-        row is one segment, without edges."""
+        row is one segment, without edges. ``phase`` > 0 (stride 1, every dx position ``phase``
+        elements before a line): streamed from the registers in vectors that start on the lines,
+        as in the forward."""
         n_batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, sh, sw, dh, dw, pt, pl, pitch = geo  # plan.Geometry
         width = chans * mult
+        line = simd.LINE_BYTES // wv.itemsize
         plane_len = (in_w + sw - 1) // sw  # dx columns per residue plane (at most)
         row_len = (margin_l + out_w + margin_r) * pitch
         ring_rows = min(((fh - 1) * dh) // sh + 1, out_h)  # distinct dy rows one dx row reads, at most all
@@ -221,9 +252,15 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
         prefetch_staged = not direct_in and not planar and dy_st[3] == 1 and dy_st[2] == width \
             and dy.size * dy.itemsize >= _PREFETCH_STAGED_BYTES
         # This thread's buffers, made once per call (as in the forward)
-        ring = np.empty(0 if direct_in else ring_rows * row_len, wv.dtype)
+        # with phased stores, staged rows placed so that each row's first position, ``phase`` elements
+        # on, is on a line (``row_len`` is whole lines then)
+        ring = np.empty(0 if direct_in else ring_rows * row_len + (line if phased_path else 0), wv.dtype)
+        ring0 = 0
+        if phased_path and not direct_in:
+            ring0 = (-ring.ctypes.data - (margin_l * pitch + phase) * wv.itemsize) % simd.LINE_BYTES // wv.itemsize
+        wt_phased = _rotated(wv, pitch, width, phase) if phased_path else wv
         tags = np.empty(ring_rows, np.int64)
-        _clear_margins(ring, 0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)  # staging never writes them
+        _clear_margins(ring, ring0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)  # staging never writes them
         src = dy_direct if direct_in else ring
         if stream_rows:
             acc = np.empty(in_w * width, wv.dtype)  # one dx row of C*M sums
@@ -263,7 +300,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                                 row = dy_base + oy * dy_st[1]
                             else:
                                 slot = oy % ring_rows
-                                row = slot * row_len + margin_l * pitch
+                                row = ring0 + slot * row_len + margin_l * pitch
                                 if tags[slot] != oy:
                                     tags[slot] = oy
                                     if planar_path:
@@ -298,15 +335,19 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                             # positions r, r + sw, ... of the dx row itself
                             _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
                                                 lo, hi, nt, wv, scratch, direct_in, True, dy, ahead, ahead_n,
-                                                longest_row, nine, False)
+                                                longest_row, nine, False, 0, wv, False)
+                        elif phased_path and direct_out:
+                            _fill_plane_blocked(acc, acc_row, width, width, pitch, n_pos, src, so, tap, lo, hi, nt, wv,
+                                                scratch, direct_in, False, dy, ahead, ahead_n, longest_row, nine, False,
+                                                phase, wt_phased, True)
                         elif plain_stores_path and direct_out:
                             _fill_plane_blocked(acc, acc_row + r * width, sw * width, width, pitch, n_pos, src, so, tap,
                                                 lo, hi, nt, wv, scratch, direct_in, False, dy, ahead, ahead_n,
-                                                longest_row, nine, False)
+                                                longest_row, nine, False, 0, wv, False)
                         elif row_buffer_path:  # residue plane r of the row buffer, [r][q][k]
                             _fill_plane_blocked(acc, acc_row + r * plane_len * width, width, width, pitch, n_pos,
                                                 src, so, tap, lo, hi, nt, wv, scratch, direct_in, False, dy, ahead,
-                                                ahead_n, longest_row, nine, False)
+                                                ahead_n, longest_row, nine, False, 0, wv, False)
                         ahead_n = np.int64(0)  # requested once, by the sums of the plane that staged the row
                     if stream_rows_path and stream_rows and mult == 1:
                         _stream_row(acc, in_w * chans, dx, dx_row)
@@ -315,7 +356,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, in
                     elif row_buffer_path and not direct_out:
                         _store_dx_row(acc, combined, dx, dx_row, dx_st, in_w, chans, mult, sw, plane_len, kind,
                                       stream_rows)
-            if stream_rows or stream_in_place:
+            if stream_rows or stream_in_place or phased_path:
                 simd.store_fence()  # the rows are visible before the chunk is reported done
             finish(counters)
 

@@ -9,8 +9,10 @@ the order of the sums).
   ``_direct_rows``) or staged, with zero margins for wide stride-1 rows (``_zero_margins``,
   ``_forward_margins``).
 * A dx beyond the cache written with non-temporal stores: straight from the registers when its
-  positions start on 64-byte lines (``_on_lines``), else from a row buffer (``_streams_rows``);
-  with plain stores where the host's stores of a block conflict (``_streams_step``).
+  positions start on 64-byte lines (``_positions_line_offset``) or, with stride 1, all at the
+  same point of one (vectors that start on the lines, ``planes._fill_plane_blocked``), else from
+  a row buffer (``_streams_rows``); with plain stores where the host's stores of a block conflict
+  (``_streams_step``).
 * The weight table (``_weights``), the jobs (``_rows_per_job``, ``_planar_block_rows``), and
   the filter taps that read only padding, which are left out (``_live_taps``).
 
@@ -140,10 +142,11 @@ def _direct_rows(strides: np.ndarray, n_pos: int, width: int, planar: bool) -> b
     return (width == 1 or strides[3] == 1) and (n_pos == 1 or strides[2] == width)
 
 
-def _on_lines(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> bool:
-    """Whether every channels-last position of a flat view starts on a 64-byte line and spans
-    whole lines (unit channel stride)."""
-    return _whole_lines(strides, chans, buffer.itemsize) and _line_offset(buffer, offset) == 0
+def _positions_line_offset(buffer: np.ndarray, offset: int, strides: np.ndarray, chans: int) -> int:
+    """How many bytes past a 64-byte line every channels-last position of a flat view starts (0:
+    on the lines), when they all start at the same point of a line and span whole lines (unit
+    channel stride); else -1."""
+    return _line_offset(buffer, offset) if _whole_lines(strides, chans, buffer.itemsize) else -1
 
 
 def _whole_lines(strides, chans: int, itemsize: int) -> bool:

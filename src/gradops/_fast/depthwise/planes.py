@@ -57,7 +57,7 @@ def _segments(lo, hi, nt, n_pos, bounds):
 
 
 def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
-                        stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
+                        stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending, phase, wt_phased, phased):
     """Channels-last plane of ``n_pos`` positions: for q < n_pos, j < width,
     ``acc[base + q*step + j] = sum over taps t with lo[t] <= q < hi[t], in order, of
     src[so[t] + q*pitch + j] * wt[tap[t]*pitch + j]`` (0 where no tap reaches), one segment of
@@ -66,22 +66,26 @@ def _fill_plane_blocked(acc, base, step, width, pitch, n_pos, src, so, tap, lo, 
     into L2 at its start. ``longest_row``, ``nine`` (0 or 1), ``ascending``: the call's tap
     paths (``plan._tap_paths``; the forward's filter rows read ascending positions, the
     adjoint's descending ones), literal constants: a kernel is compiled per set (the overload
-    below)."""
+    below). ``phased`` (a literal; ``stream`` is then False): the positions start ``phase``
+    elements before a 64-byte line, and the filter-row paths stream vectors that start on the
+    lines (``phased_rows`` below); ``wt_phased`` is ``wt`` with each tap's channels rotated by
+    ``phase``."""
     raise NotImplementedError("compiled by numba only")
 
 
 @overload(_fill_plane_blocked, jit_options=NO_REFCOUNT)  # see row_njit in _fast/__init__
 def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch,
-                              stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending):
+                              stream, ahead_src, ahead, ahead_n, longest_row, nine, ascending, phase, wt_phased,
+                              phased):
     """``_fill_plane_blocked`` for one set of tap paths: a segment whose taps come in filter rows
     of a size up to ``longest_row`` (``rows._filter_rows``, in the call's direction) goes to that
     size's row function, 9 taps whose weights fit in registers (``nine``) to ``_taps9_rows`` or
     ``_taps9_2x2``, and what they leave to ``_taps_blocked``. A segment the set rules out gets the
     same bits from ``_taps_blocked``; only the paths the set allows are compiled."""
-    paths = (longest_row, nine, ascending)
+    paths = (longest_row, nine, ascending, phased)
     if not all(isinstance(path, types.Literal) for path in paths):
         return None
-    longest, nine_taps, up = (path.literal_value for path in paths)  # nine: 0 or 1
+    longest, nine_taps, up, phased_path = (path.literal_value for path in paths)  # nine: 0 or 1
     rows3, rows5, rows7 = (_taps_rows_for(size, up) for size in (3, 5, 7))
     taps9_rows = _taps9_rows_for(up)
     # the rules of NINE_BLOCKS (_taps9_2x2) and the tier's NINE_ROWS (_taps9_rows), as plain ints for numba
@@ -90,12 +94,66 @@ def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap
     blocks_multiple, blocks_max = NINE_BLOCKS.multiple_bytes, NINE_BLOCKS.max_row_bytes
     sign = 1 if up else -1
 
-    def fill(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch, stream,
-             ahead_src, ahead, ahead_n, longest_row, nine, ascending):
-        bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
+    @njit(inline="always")
+    def row_paths(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, size, shifted, prefetch, stream,
+                  ahead_src, ahead, ahead_n):
+        """The special path of a segment (``size``: its filter rows, ``rows._filter_rows``): how many
+        of its first positions it computed (0: none fits)."""
         row_bytes = width * acc.itemsize
-        fits_nine = fits_rows(row_bytes, blocks_multiple, blocks_max)
-        fits_nine_rows = fits_rows(row_bytes, rows_multiple, rows_max)
+        if nine_taps and count == 9 and longest >= 3 and size == 3 and fits_rows(row_bytes, rows_multiple, rows_max):
+            return taps9_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, shifted, prefetch,
+                              stream, ahead_src, ahead, ahead_n)
+        if nine_taps and count == 9 and longest == 0 and fits_rows(row_bytes, blocks_multiple, blocks_max):
+            return _taps9_2x2(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, stream)
+        if longest >= 3 and size == 3:
+            return rows3(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                         stream, ahead_src, ahead, ahead_n)
+        if longest >= 5 and size == 5:
+            return rows5(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                         stream, ahead_src, ahead, ahead_n)
+        if longest >= 7 and size == 7:
+            return rows7(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
+                         stream, ahead_src, ahead, ahead_n)
+        return 0
+
+    @njit(inline="always")
+    def phased_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, wt_phased, sub_tap, count, size, shifted,
+                    prefetch, ahead_src, ahead, ahead_n, phase):
+        """A stride-1 segment whose positions start ``phase`` elements before a 64-byte line
+        (``step`` = ``pitch`` = ``width``, a multiple of a line): the row paths run on vectors that
+        start on the lines and stream them. Vector j of position q then holds channels ``phase + j``
+        of q, and past ``width`` the first channels of q + 1, whose sources are the next positions
+        of the same rows and whose weights the rotated table gives: the same products, added in the
+        same order, as the positions' own vectors. The last position's last vector would reach past
+        the segment, so at most n - 1 positions run so, ``done``. Then the first ``phase`` channels of
+        the first position, with plain stores, and the other channels of position ``done``, which
+        start on a line: its whole vectors streamed, its partial line plain. No line is written
+        both ways (such a line is read from memory first). Returns how many positions are done (the
+        rest go to ``_taps_blocked``)."""
+        if n < 3:
+            return 0
+        for t in range(count):
+            sub_so[t] += phase
+        done = row_paths(acc, a0 + phase, step, width, pitch, n - 1, src, sub_so, wt_phased, sub_tap, count, size,
+                         shifted, prefetch, True, ahead_src, ahead, ahead_n)
+        for t in range(count):
+            sub_so[t] -= phase
+        if done == 0:
+            return 0
+        _taps_blocked(acc, a0, step, phase, pitch, 1, src, sub_so, wt, sub_tap, count, shifted, False)
+        for t in range(count):
+            sub_so[t] += done * pitch + phase
+            sub_tap[t] += phase
+        _taps_blocked(acc, a0 + done * step + phase, step, width - phase, pitch, 1, src, sub_so, wt, sub_tap, count,
+                      shifted, True)
+        for t in range(count):
+            sub_so[t] -= done * pitch + phase
+            sub_tap[t] -= phase
+        return done + 1
+
+    def fill(acc, base, step, width, pitch, n_pos, src, so, tap, lo, hi, nt, wt, scratch, prefetch, stream,
+             ahead_src, ahead, ahead_n, longest_row, nine, ascending, phase, wt_phased, phased):
+        bounds, sub_so, sub_tap, shifted = scratch[0], scratch[1], scratch[2], scratch[3]
         for segment in range(_segments(lo, hi, nt, n_pos, bounds) - 1):
             q0, q1 = bounds[segment], bounds[segment + 1]
             count = np.int64(0)
@@ -108,25 +166,16 @@ def _fill_plane_blocked_paths(acc, base, step, width, pitch, n_pos, src, so, tap
                     acc[base + q * step:base + q * step + width] = 0
                 continue
             # A special path computes the first ``done`` positions; the rest go to _taps_blocked.
-            done = 0
             size = sign * _filter_rows(sub_so, count, pitch)  # < 0: rows in the other direction
             a0, n = base + q0 * step, q1 - q0
             if size <= 0 or size > longest:  # the row paths spread the request over their work
                 simd.prefetch_l2_range(ahead_src, ahead, ahead + ahead_n)
-            if nine_taps and count == 9 and longest >= 3 and size == 3 and fits_nine_rows:
-                done = taps9_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, shifted, prefetch,
-                                  stream, ahead_src, ahead, ahead_n)
-            elif nine_taps and count == 9 and longest == 0 and fits_nine:
-                done = _taps9_2x2(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, stream)
-            elif longest >= 3 and size == 3:
-                done = rows3(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
-                             stream, ahead_src, ahead, ahead_n)
-            elif longest >= 5 and size == 5:
-                done = rows5(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
-                             stream, ahead_src, ahead, ahead_n)
-            elif longest >= 7 and size == 7:
-                done = rows7(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, shifted, prefetch,
-                             stream, ahead_src, ahead, ahead_n)
+            if phased_path:
+                done = phased_rows(acc, a0, step, width, pitch, n, src, sub_so, wt, wt_phased, sub_tap, count, size,
+                                   shifted, prefetch, ahead_src, ahead, ahead_n, phase)
+            else:
+                done = row_paths(acc, a0, step, width, pitch, n, src, sub_so, wt, sub_tap, count, size, shifted,
+                                 prefetch, stream, ahead_src, ahead, ahead_n)
             ahead_n = 0
             for t in range(count):
                 sub_so[t] += done * pitch
