@@ -293,19 +293,22 @@ def test_unaligned_output_view():
 
 
 @pytest.mark.parametrize("operator", ["input", "forward"])
-@pytest.mark.parametrize("dtype, k, w, c, mult", [(np.float32, 3, 12, 16, 1), (np.float32, 3, 30, 48, 1),
-                                                  (np.float32, 5, 9, 32, 1), (np.float32, 7, 17, 48, 1),
-                                                  (np.float64, 3, 11, 24, 1), (np.float32, 3, 13, 16, 2),
-                                                  (np.float32, 3, 3, 16, 1), (np.float32, 3, 2, 32, 1)])
-def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, c, mult):
+@pytest.mark.parametrize("dtype, k, w, c, mult, dil", [(np.float32, 3, 12, 16, 1, 1), (np.float32, 3, 30, 48, 1, 1),
+                                                       (np.float32, 5, 9, 32, 1, 1), (np.float32, 7, 17, 48, 1, 1),
+                                                       (np.float64, 3, 11, 24, 1, 1), (np.float32, 3, 13, 16, 2, 1),
+                                                       (np.float32, 3, 14, 32, 1, 2), (np.float32, 3, 3, 16, 1, 1),
+                                                       (np.float32, 3, 2, 32, 1, 1)])
+def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, c, mult, dil):
     """An output streamed (threshold lowered) whose positions all start at one point off the
     64-byte lines, at every element offset into a line, stride 1: the row paths stream vectors
     that start on the lines, each running into the next position, with the weights rotated to
     match (``CallPlan.phase``; C = 16 and 32 float32 rows read in place, 48 staged with zero
-    margins, 3x3 nine-tap blocks and 5- and 7-tap rows, the forward with M = 2; rows of 3 and 2
-    positions, too short for it, plain). Backprop input with M = 2 adds its pairs of sums in the
-    row buffer instead (no phase). The documented order bit for bit (``emulate_stride1_*``), the
-    same bits at every offset, and nothing around the view written."""
+    margins, 3x3 nine-tap blocks and 5- and 7-tap rows, the forward with M = 2, a dilated 3x3
+    (9 taps in 2x2 blocks where the tier has them); rows of 3 and 2 positions, too short for it,
+    plain). Backprop input with M = 2 adds its pairs of sums in the row buffer instead (no
+    phase). The documented order bit for bit (``emulate_stride1_*``; the dilated adjoint: the
+    bits of plain stores, checked against brute force), the same bits at every offset, and
+    nothing around the view written."""
     from fast_depthwise_cases import emulate_stride1_forward
 
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
@@ -321,21 +324,31 @@ def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, 
         return planned
     monkeypatch.setattr(fast, f"{operator}_plan", spy)
     rng = np.random.default_rng(k * w + c)
-    n, h, pad = 2, 4, k // 2
+    n, h, pad = 2, 4, (k - 1) * dil // 2
     source = random_values(rng, (n, h, w, c * (mult if operator == "input" else 1)), np.dtype(dtype))
     f = random_values(rng, (k, k, c, mult), np.dtype(dtype))
-    if operator == "input":
-        expected, run = emulate_stride1_adjoint(source, f, h, w, (pad, pad)), fast.backprop_input
-    else:
-        expected, run = emulate_stride1_forward(source, f, h, w, (1, 1), (pad, pad)), fast.conv_forward
     shape = (n, h, w, c * (1 if operator == "input" else mult))
+    run = fast.backprop_input if operator == "input" else fast.conv_forward
+    if operator == "forward":
+        expected = emulate_stride1_forward(source, f, h, w, (dil, dil), (pad, pad))
+    elif dil == 1:
+        expected = emulate_stride1_adjoint(source, f, h, w, (pad, pad))
+    else:  # plain stores, below the streaming threshold
+        expected = np.empty(shape, dtype)
+        with monkeypatch.context() as plain:
+            plain.setattr(simd, "STREAMING_THRESHOLD_BYTES", 1 << 62)
+            run(source, f, expected, 1, 1, dil, dil, pad, pad)
+        exact = brute_backprop_input(source, f, h, w, (1, 1), (dil, dil), (pad, pad))
+        exact_abs = brute_backprop_input(np.abs(source), np.abs(f), h, w, (1, 1), (dil, dil), (pad, pad))
+        check(expected, exact, exact_abs, k * k, np.dtype(dtype))
+        phases.clear()
     size, item = math.prod(shape), np.dtype(dtype).itemsize
     line = 64 // item
     for offset in range(line):
         buffer = np.full(size + 2 * line, 7.0, dtype)
         shift = (-buffer.ctypes.data) % 64 // item + offset
         out = buffer[shift:shift + size].reshape(shape)
-        run(source, f, out, 1, 1, 1, 1, pad, pad)
+        run(source, f, out, 1, 1, dil, dil, pad, pad)
         np.testing.assert_array_equal(bits(out), bits(expected.astype(dtype)))
         assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
     phased = operator == "forward" or mult == 1
