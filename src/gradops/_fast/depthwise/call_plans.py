@@ -95,7 +95,8 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
     out_bytes = math.prod(y_shape) * dtype.itemsize
     stream_out = direct_out and not planar and out_bytes >= streaming_bytes and _streams_step(width * dtype.itemsize)
     stream_in_place = stream_out and line_offset == 0
-    phase = _phase(line_offset, dtype, stride_w, pitch, width) if stream_out else 0
+    tap_paths = _tap_paths(fh, fw, stride_w, dil_w, width, acc, planar)
+    phase = _phase(line_offset, dtype, stride_w, pitch, width, tap_paths) if stream_out else 0
     stream_rows = stream_out and not stream_in_place and not phase
     direct_out = direct_out and not stream_rows  # the sums go to the row buffer first
     shifts = None
@@ -103,8 +104,7 @@ def forward_plan(x_shape: tuple, x_st: tuple, y_shape: tuple, y_st: tuple, dtype
         shifts = _tap_shifts(fh, fw, dil_h, dil_w, -pad_top, -pad_left)
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left, pitch)
-    path = (planar, stream_in_place, stream_rows, phase > 0, *_tap_paths(fh, fw, stride_w, dil_w, width, acc, planar),
-            HALF_KINDS.get(dtype, FLOAT))
+    path = (planar, stream_in_place, stream_rows, phase > 0, *tap_paths, HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-out_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
                     np.empty(0, acc), stream_rows, stream_in_place, phase, acc, pitch, geo, planar, rows_per_job,
                     margins, shifts)
@@ -137,7 +137,8 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     stream_out = (direct_out and not planar and out_bytes >= streaming_bytes
                   and _streams_step(stride_w * chans * dtype.itemsize))  # residue planes: every sw-th position
     stream_in_place = stream_out and line_offset == 0
-    phase = _phase(line_offset, dtype, stride_w, pitch, width) if stream_out else 0
+    tap_paths = _tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width, acc, planar)
+    phase = _phase(line_offset, dtype, stride_w, pitch, width, tap_paths) if stream_out else 0
     stream_rows = (stream_out and not stream_in_place and not phase) or _streams_rows(
         out_bytes, dtype, dx_st, chans, mult, stride_w, planar, streaming_bytes)
     shifts = None
@@ -150,21 +151,20 @@ def input_plan(dy_shape: tuple, dy_st: tuple, dx_shape: tuple, dx_st: tuple, dty
     margins = _zero_margins(fw, dil_w, pad_left, out_w, in_w) if not (direct_in or planar) and stride_w == 1 else (0, 0)
     if margins != (0, 0) and not finite:
         margins = (0, 0)  # 0 * inf: the margins would turn skipped taps into NaN
-    path = (planar, stream_in_place, stream_rows, phase > 0, not direct_out,
-            *_tap_paths(_taps_per_plane(fh, stride_h, dil_h), fw, stride_w, dil_w, width, acc, planar),
-            HALF_KINDS.get(dtype, FLOAT))
+    path = (planar, stream_in_place, stream_rows, phase > 0, not direct_out, *tap_paths, HALF_KINDS.get(dtype, FLOAT))
     return CallPlan(path, batch * -(-in_h // rows_per_job), direct_in, _no_rows(acc), direct_out,
                     np.empty(0, acc), stream_rows, stream_in_place, phase, acc, pitch, geo, planar, rows_per_job,
                     margins, shifts)
 
 
-def _phase(line_offset: int, dtype: np.dtype, stride_w: int, pitch: int, width: int) -> int:
+def _phase(line_offset: int, dtype: np.dtype, stride_w: int, pitch: int, width: int, tap_paths: tuple) -> int:
     """For an output streamed from the registers whose positions all start ``line_offset`` bytes
     past a 64-byte line (``plan._positions_line_offset``; -1: not at one point), how many elements
     past their starts its vectors start, on the lines: with stride 1 and sources ``pitch`` =
     ``width`` apart, a vector running past a position's channels holds the next position's first
-    ones, whose sources are the next positions (``planes._fill_plane_blocked``). 0: not so."""
-    if line_offset <= 0 or stride_w != 1 or pitch != width:
+    ones, whose sources are the next positions (``planes._fill_plane_blocked``). Only the filter
+    rows' and the 9 taps' paths (``tap_paths``) stream so; without them, the row buffer. 0: not so."""
+    if line_offset <= 0 or stride_w != 1 or pitch != width or not any(tap_paths):
         return 0
     return (simd.LINE_BYTES - line_offset) // dtype.itemsize
 
