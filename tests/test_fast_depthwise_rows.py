@@ -16,8 +16,8 @@ from gradops._fast import half, simd
 from gradops._fast.depthwise import call_plans, plan, selection
 from gradops._fast.target import codegen_target
 
-from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint, out_size,
-                                  random_values, run_all)
+from fast_depthwise_cases import (bits, brute_backprop_input, brute_forward, check, emulate_stride1_adjoint,
+                                  emulate_stride1_forward, out_size, random_values, run_all)
 
 
 @pytest.mark.parametrize("dtype, layout", [(np.dtype(np.float32), "strided"), (np.dtype(np.float16), "NHWC"),
@@ -310,16 +310,12 @@ def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, 
     in filter rows, which a dilation of 2 does not have). The documented order bit for bit (``emulate_stride1_*``; the dilated adjoint: the
     bits of plain stores, checked against brute force), the same bits at every offset, and
     nothing around the view written."""
-    from fast_depthwise_cases import emulate_stride1_forward
-
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
-    monkeypatch.setattr(fast, "input_plan", call_plans.input_plan.__wrapped__)  # plans made afresh
-    monkeypatch.setattr(fast, "forward_plan", call_plans.forward_plan.__wrapped__)
     phases = []
     make_plan = call_plans.input_plan.__wrapped__ if operator == "input" else call_plans.forward_plan.__wrapped__
 
-    def spy(*args):
+    def spy(*args):  # plans made afresh, each one's phase recorded
         planned = make_plan(*args)
         phases.append(planned.phase)
         return planned

@@ -49,7 +49,7 @@ def _rotated(wv, pitch, width, phase):
     ``phase`` channels into a position (``planes._fill_plane_blocked``)."""
     line = simd.LINE_BYTES // wv.itemsize
     raw = np.empty(wv.size + line, wv.dtype)
-    start = (-raw.ctypes.data) % simd.LINE_BYTES // wv.itemsize  # on a line, as the table itself
+    start = simd.line_head(raw, 0, line)  # on a line, as the table itself
     rotated = raw[start:start + wv.size]
     for t in range(wv.size // pitch):
         for c in range(width):
@@ -107,8 +107,8 @@ def _forward_kernel_for(path: tuple[bool, bool, bool, bool, int, bool, int]):
         # and allocating per job cost as much as the row's sums (docs/performance.md)
         ring = np.empty(0 if direct_in else ring_rows * row_len + line, wv.dtype)
         # the first row on a line; with phased stores, each row's first position ``phase`` elements on
-        placed = (margin_l * pitch + phase) * wv.itemsize if phased_path else 0
-        ring0 = 0 if direct_in else (-ring.ctypes.data - placed) % simd.LINE_BYTES // wv.itemsize
+        placed = margin_l * pitch + phase if phased_path else 0
+        ring0 = 0 if direct_in else simd.line_head(ring, placed, line)
         wt_phased = _rotated(wv, pitch, width, phase) if phased_path else wv
         tags = np.empty(ring_rows, np.int64)
         _clear_margins(ring, ring0, ring_rows, row_len, margin_l, in_w, margin_r, pitch)  # staging never writes them
@@ -255,9 +255,7 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, bool, int, bo
         # with phased stores, staged rows placed so that each row's first position, ``phase`` elements
         # on, is on a line (``row_len`` is whole lines then)
         ring = np.empty(0 if direct_in else ring_rows * row_len + (line if phased_path else 0), wv.dtype)
-        ring0 = 0
-        if phased_path and not direct_in:
-            ring0 = (-ring.ctypes.data - (margin_l * pitch + phase) * wv.itemsize) % simd.LINE_BYTES // wv.itemsize
+        ring0 = simd.line_head(ring, margin_l * pitch + phase, line) if phased_path and not direct_in else 0
         wt_phased = _rotated(wv, pitch, width, phase) if phased_path else wv
         tags = np.empty(ring_rows, np.int64)
         _clear_margins(ring, ring0, ring_rows, row_len, margin_l, out_w, margin_r, pitch)  # staging never writes them
