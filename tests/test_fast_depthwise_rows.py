@@ -307,8 +307,9 @@ def test_phased_stores_at_every_line_offset(monkeypatch, operator, dtype, k, w, 
     (9 taps in 2x2 blocks where the tier has them); rows of 3 and 2 positions, too short for it,
     plain). Backprop input with M = 2 adds its pairs of sums in the row buffer instead (no
     phase), and so do rows without those paths (a dilated float64 3x3: float64 takes its 9 taps
-    in filter rows, which a dilation of 2 does not have). The documented order bit for bit (``emulate_stride1_*``; the dilated adjoint: the
-    bits of plain stores, checked against brute force), the same bits at every offset, and
+    in filter rows, which a dilation of 2 does not have). The documented order bit for bit
+    (``emulate_stride1_*``; the dilated adjoint: the bits of plain stores, checked against brute
+    force), the same bits at every offset, and
     nothing around the view written."""
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
     monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {})
