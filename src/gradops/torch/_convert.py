@@ -13,7 +13,7 @@ Outputs are allocated by torch (its allocator, its memory format) and handed to 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -23,8 +23,8 @@ from torch._prims_common import suggest_memory_format
 from .._backend import resolve_backend
 from ..errors import DataTypeError, ShapeError
 
-__all__ = ["as_numpy", "flat_if_dense", "empty_like_format", "empty_in_format", "check_tensor", "keep_openmp_to_torch",
-           "use_torch_threads"]
+__all__ = ["as_numpy", "flat_arrays_if_dense", "empty_like_format", "empty_in_format", "check_tensor",
+           "keep_openmp_to_torch", "use_torch_threads"]
 
 
 def as_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -35,17 +35,35 @@ def as_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def flat_if_dense(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """1-D views of tensors that share one dense layout (NCHW, channels_last or any permutation),
-    else the tensors unchanged: an element-wise op then walks memory in order whatever the
-    memory format (gradops' kernels take a permuted array's axes as given)."""
-    first = tensors[0]
-    if first.dim() < 2 or any(t.shape != first.shape or t.stride() != first.stride() for t in tensors):
-        return tensors
-    order = sorted(range(first.dim()), key=lambda d: -first.stride(d))
-    if not first.permute(order).is_contiguous():
-        return tensors
-    return tuple(t.permute(order).reshape(-1) for t in tensors)
+def flat_arrays_if_dense(*tensors: torch.Tensor) -> tuple[np.ndarray, ...]:
+    """NumPy views of tensors (``as_numpy``): 1-D views in memory order when they share one dense
+    layout (NCHW, channels_last or any permutation), else views with the tensors' own strides. An
+    element-wise op then walks memory in order whatever the memory format (gradops' kernels take
+    a permuted array's axes as given). Done on the NumPy views: torch's ``permute`` and
+    ``reshape`` cost several microseconds each per call, NumPy's a fraction of one."""
+    arrays = tuple(as_numpy(t) for t in tensors)
+    first = arrays[0]
+    if first.ndim < 2 or any(a.shape != first.shape or a.strides != first.strides for a in arrays[1:]):
+        return arrays
+    if first.flags.c_contiguous:
+        return tuple(a.reshape(-1) for a in arrays)
+    order = _dense_order(first.shape, first.strides, first.itemsize)
+    if order is None:
+        return arrays
+    return tuple(a.transpose(order).reshape(-1) for a in arrays)
+
+
+def _dense_order(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
+    """The axes from the largest stride to the smallest when an array of this shape and these byte
+    strides fills its memory without gaps in that order (axes of size 1 anywhere), else None."""
+    order = tuple(sorted(range(len(shape)), key=lambda d: strides[d] if shape[d] != 1 else -1, reverse=True))
+    expected = itemsize
+    for d in reversed(order):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return None
+            expected *= shape[d]
+    return order
 
 
 def empty_like_format(like: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -105,14 +123,34 @@ def keep_openmp_to_torch() -> None:
 def use_torch_threads() -> str:
     """Resolve the backend and, for the fast one, give this thread's gradops calls torch's
     intra-op thread count (numba's per-thread setting, which ``gradops._fast.pool`` reads), so
-    gradops and torch take turns on the same cores instead of oversubscribing them."""
+    gradops and torch take turns on the same cores instead of oversubscribing them. Called by
+    every operator: numba's functions are looked up once (importing them inside took most of
+    its 5 us, 25 us inside a training step, where the interpreter's data is out of the caches)."""
     backend = resolve_backend(None)
     if backend == "fast":
-        import numba
-
-        from .._fast.pool import thread_count
-
-        wanted = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-        if thread_count() != wanted:
-            numba.set_num_threads(wanted)
+        threads = _numba_threads or _load_numba_threads()
+        wanted = max(1, min(torch.get_num_threads(), threads.limit))
+        if threads.count() != wanted:
+            threads.set(wanted)
     return backend
+
+
+class _NumbaThreads(NamedTuple):
+    count: Callable[[], int]  # this thread's setting (``gradops._fast.pool.thread_count``)
+    set: Callable[[int], None]
+    limit: int  # NUMBA_NUM_THREADS
+
+
+_numba_threads: _NumbaThreads | None = None
+
+
+def _load_numba_threads() -> _NumbaThreads:
+    """numba's thread functions, imported on the first fast call (after ``keep_openmp_to_torch``
+    chose the threading layer)."""
+    global _numba_threads
+    import numba
+
+    from .._fast.pool import thread_count
+
+    _numba_threads = _NumbaThreads(thread_count, numba.set_num_threads, numba.config.NUMBA_NUM_THREADS)
+    return _numba_threads

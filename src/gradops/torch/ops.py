@@ -35,7 +35,7 @@ from ..depthwise import (depthwise_conv2d_native, depthwise_conv2d_native_backpr
 from ..relu import relu as relu_native
 from ..relu import relu_grad
 from ..conventions import DmlResampleParams
-from ._convert import as_numpy, empty_in_format, empty_like_format, flat_if_dense, use_torch_threads
+from ._convert import as_numpy, empty_in_format, empty_like_format, flat_arrays_if_dense, use_torch_threads
 
 __all__ = ["depthwise_conv2d", "depthwise_conv2d_backward_input", "depthwise_conv2d_backward_weight",
            "interpolate", "interpolate_backward", "relu", "relu_backward", "conv_output_size"]
@@ -209,8 +209,8 @@ interpolate.register_autograd(_interpolate_backward, setup_context=_interpolate_
 def relu(x: torch.Tensor) -> torch.Tensor:
     backend = use_torch_threads()
     y = torch.empty_like(x)
-    source, target = flat_if_dense(x, y)
-    relu_native(as_numpy(source), out=as_numpy(target), backend=backend)
+    source, target = flat_arrays_if_dense(x, y)
+    relu_native(source, out=target, backend=backend)
     return y
 
 
@@ -225,8 +225,8 @@ def relu_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     (``relu(x) > 0`` exactly where ``x > 0``)."""
     backend = use_torch_threads()
     dx = torch.empty_like(y)
-    y_view, dy_view, dx_view = flat_if_dense(y, dy, dx)
-    relu_grad(as_numpy(y_view), as_numpy(dy_view), out=as_numpy(dx_view), backend=backend)
+    y_view, dy_view, dx_view = flat_arrays_if_dense(y, dy, dx)
+    relu_grad(y_view, dy_view, out=dx_view, backend=backend)
     return dx
 
 
