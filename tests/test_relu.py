@@ -303,6 +303,36 @@ def test_large_dense_arrays_at_every_alignment(backend, dtype):
         assert (out[:shift] == 5).all() and (out[shift + n:] == 5).all()
 
 
+@pytest.mark.parametrize("operator, mib, streamed", [("relu", 1.5, False), ("relu", 2, True),
+                                                       ("relu_grad", 1, False), ("relu_grad", 1.5, True)])
+def test_streaming_follows_the_bytes_a_select_moves(monkeypatch, operator, mib, streamed):
+    # A dense select is written with non-temporal stores when its distinct arrays (relu: x and
+    # the output; relu_grad: x, dy and the output) take 3.5 times the streaming threshold (here
+    # 1 MiB), 7/8 of the last-level cache; below that, plain stores keep the output cached for
+    # the next operator. The same bits either way.
+    from gradops._fast import relu as fast_relu
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 1 << 20)
+    kernels = []
+    share = fast_relu.share
+
+    def spy(kernel, *args):
+        kernels.append(kernel)
+        return share(kernel, *args)
+    monkeypatch.setattr(fast_relu, "share", spy)
+    rng = np.random.default_rng(7)
+    n = int(mib * (1 << 20)) // 4
+    x, dy = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.empty(n, np.float32)
+    if operator == "relu":
+        gradops.relu(x, out=out, backend="fast")
+        expected = expected_select(x, x)
+    else:
+        gradops.relu_grad(x, dy, out=out, backend="fast")
+        expected = expected_select(x, dy)
+    assert (fast_relu._select_dense_streaming in kernels) == streamed
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
 def _with_special_values(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     specials = ([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40 if a.dtype == np.float32 else 1e-7]
                 if a.dtype.kind == "f" else [0, -1, 1, np.iinfo(a.dtype).min, np.iinfo(a.dtype).max])

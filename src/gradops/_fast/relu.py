@@ -68,6 +68,11 @@ def _overlaps(out, x, value):
 # write-combining buffer at once): R1 0.95x, R2 0.89-0.91x the time of 32-byte stores (A/B).
 _VECTOR_BYTES = simd.LINE_BYTES
 _STREAMING_CHUNK_VECTORS = 4096  # vectors per job; a store fence ends each chunk of jobs
+# A select is streamed when its arrays (2 for ``relu``, 3 for ``relu_grad``) take 3.5 times
+# ``simd.STREAMING_THRESHOLD_BYTES`` (a quarter of the last-level cache), 7/8 of that cache: below
+# it the arrays stay in the cache between calls, and plain stores leave the output there for the
+# next operator (docs/performance.md, "Decisions").
+_STREAMING_SHARE = 3.5
 _DENSE_JOB = 1 << 14  # elements per job of the plain select
 # A dense select moving less than this runs on the calling thread while the helpers sleep: it
 # reads and writes cached data at tens of GB/s, so waking a helper (tens of microseconds) costs
@@ -259,8 +264,10 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         # The common case, checked first because small calls are dominated by Python: all three
         # are one dense run in the same memory order, so their flat views line up (``ravel`` of
         # a contiguous array is a view, and the cheapest one NumPy makes).
-        _select_dense_run(*_kernel_views(x.ravel(order), value.ravel(order), out.ravel(order)))
+        _select_dense_run(*_kernel_views(x.ravel(order), value.ravel(order), out.ravel(order)),
+                          arrays=2 if value is x else 3)
         return
+    arrays = 2 if value is x else 3
     dtype = x.dtype
     bits, limit = _BITS_AND_LIMIT[dtype]
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)
@@ -272,7 +279,7 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
     if len(shape) == 1 and o_st == x_st == v_st == (elem,):
         # Dense in the same memory order after all (channels_last, say): the buffers line up
         # element for element from their lowest addresses.
-        _select_dense_run(*_kernel_views(x_buf.view(dtype), v_buf.view(dtype), o_buf.view(dtype)))
+        _select_dense_run(*_kernel_views(x_buf.view(dtype), v_buf.view(dtype), o_buf.view(dtype)), arrays=arrays)
         return
     share(_select_strided, math.prod(shape[:-1]), 3 * out.nbytes, np.array(shape, dtype=np.int64),
           x_buf, x_off, np.array(x_st, dtype=np.int64) // elem,
@@ -284,6 +291,7 @@ def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> bool:
     """``select_positive`` for three C-contiguous arrays of one dtype and shape, ``out``
     element-aligned (``relu._dense_arguments``): one dense run, with no layout to work out.
     Returns False, having written nothing, when ``out`` shares memory with ``x`` or ``value``."""
+    arrays = 2 if value is x else 3
     # ravel: the cheapest view NumPy makes (40 ns), and one kernel per dtype, not per rank
     x, value, out = x.ravel(), value.ravel(), out.ravel()
     # _kernel_views and _select_dense_run's small branch, written out: a 16 KiB call is 2 us in all
@@ -291,7 +299,7 @@ def select_dense(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> bool:
         x, value, out = x.view(np.uint16), value.view(np.uint16), out.view(np.uint16)
     if 3 * out.nbytes < INLINE_BYTES:
         return _select_alone(x, value, out, True)
-    return _select_dense_run(x, value, out, distinct=True)
+    return _select_dense_run(x, value, out, distinct=True, arrays=arrays)
 
 
 def _kernel_views(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -311,13 +319,15 @@ def _common_dense_order(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> st
     return ""
 
 
-def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, distinct: bool = False) -> bool:
-    """The select over three 1-D unit-stride arrays (``_kernel_views``). ``distinct``: refuse an
-    ``out`` that shares memory with an input (return False, nothing written)."""
+def _select_dense_run(x: np.ndarray, value: np.ndarray, out: np.ndarray, distinct: bool = False,
+                      arrays: int = 3) -> bool:
+    """The select over three 1-D unit-stride arrays (``_kernel_views``); ``arrays``: how many
+    distinct ones (2 for ``relu``, whose ``value`` is ``x``). ``distinct``: refuse an ``out``
+    that shares memory with an input (return False, nothing written)."""
     moved = 3 * out.nbytes
     if moved < INLINE_BYTES:  # without the pool's bookkeeping: small calls are all overhead
         return _select_alone(x, value, out, distinct)
-    if out.nbytes < simd.STREAMING_THRESHOLD_BYTES or out.ctypes.data % out.itemsize:
+    if arrays * out.nbytes < _STREAMING_SHARE * simd.STREAMING_THRESHOLD_BYTES or out.ctypes.data % out.itemsize:
         return share_lane(_select_dense, _LANE_ENTRIES[out.dtype], max(1, out.size // _DENSE_JOB), moved,
                           x, value, out, distinct, wake_bytes=_WAKE_HELPERS_BYTES)
     if distinct and (np.may_share_memory(out, x) or np.may_share_memory(out, value)):
