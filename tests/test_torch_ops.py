@@ -196,6 +196,15 @@ def test_relu_integer_and_other_ranks():
     torch.testing.assert_close(gt.relu(x), F.relu(x), rtol=0, atol=0)
     x = torch.randn(2, 1, 3, 1, 2, 1, 2, 2)
     torch.testing.assert_close(gt.relu(x), F.relu(x), rtol=0, atol=0)
+    # dense in other axis orders, with axes of size 1 among them: walked as one flat run
+    for x in (torch.randn(2, 1, 4, 1).permute(3, 1, 0, 2), torch.randn(3, 1, 5, 1).contiguous(
+            memory_format=torch.channels_last), torch.randn(2, 3, 4, 5, 6).permute(4, 0, 3, 1, 2)):
+        x = _leaf(x)
+        y = gt.relu(x)
+        torch.testing.assert_close(y, F.relu(x), rtol=0, atol=0)
+        assert y.stride() == x.stride()
+        dy = torch.randn(y.shape)
+        torch.testing.assert_close(_grads(y, [x], dy)[0], _grads(F.relu(x), [x], dy)[0], rtol=0, atol=0)
 
 
 # --- zero copy and errors -------------------------------------------------------------------------

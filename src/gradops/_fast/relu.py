@@ -259,15 +259,14 @@ def select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> None:
         select_positive(x, value, staged)
         np.copyto(out, staged)
         return
+    arrays = 2 if value is x else 3  # distinct arrays (relu passes x as value): _select_dense_run
     order = _common_dense_order(x, value, out)
     if order:
         # The common case, checked first because small calls are dominated by Python: all three
         # are one dense run in the same memory order, so their flat views line up (``ravel`` of
         # a contiguous array is a view, and the cheapest one NumPy makes).
-        _select_dense_run(*_kernel_views(x.ravel(order), value.ravel(order), out.ravel(order)),
-                          arrays=2 if value is x else 3)
+        _select_dense_run(*_kernel_views(x.ravel(order), value.ravel(order), out.ravel(order)), arrays=arrays)
         return
-    arrays = 2 if value is x else 3
     dtype = x.dtype
     bits, limit = _BITS_AND_LIMIT[dtype]
     x, value, out = aligned_input(x).view(bits), aligned_input(value).view(bits), out.view(bits)

@@ -13,7 +13,8 @@ Outputs are allocated by torch (its allocator, its memory format) and handed to 
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+import functools
+from typing import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -21,6 +22,7 @@ import torch
 from torch._prims_common import suggest_memory_format
 
 from .._backend import resolve_backend
+from .._fast.strided import coalesce
 from ..errors import DataTypeError, ShapeError
 
 __all__ = ["as_numpy", "flat_arrays_if_dense", "empty_like_format", "empty_in_format", "check_tensor",
@@ -37,33 +39,22 @@ def as_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 def flat_arrays_if_dense(*tensors: torch.Tensor) -> tuple[np.ndarray, ...]:
     """NumPy views of tensors (``as_numpy``): 1-D views in memory order when they share one dense
-    layout (NCHW, channels_last or any permutation), else views with the tensors' own strides. An
-    element-wise op then walks memory in order whatever the memory format (gradops' kernels take
-    a permuted array's axes as given). Done on the NumPy views: torch's ``permute`` and
-    ``reshape`` cost several microseconds each per call, NumPy's a fraction of one."""
+    layout (NCHW, channels_last or any permutation; ``strided.coalesce`` merges its axes into
+    one), else views with the tensors' own strides. An element-wise op then walks memory in order
+    whatever the memory format (gradops' kernels take a permuted array's axes as given). Done on
+    the NumPy views: torch's ``permute`` and ``reshape`` cost several microseconds each per call,
+    NumPy's a fraction of one."""
     arrays = tuple(as_numpy(t) for t in tensors)
     first = arrays[0]
     if first.ndim < 2 or any(a.shape != first.shape or a.strides != first.strides for a in arrays[1:]):
         return arrays
     if first.flags.c_contiguous:
         return tuple(a.reshape(-1) for a in arrays)
-    order = _dense_order(first.shape, first.strides, first.itemsize)
-    if order is None:
+    if coalesce(first.shape, first.strides) != ((first.size,), [(first.itemsize,)]):
         return arrays
+    # dense: its axes from the largest stride to the smallest are C order, so the reshape is a view
+    order = sorted(range(first.ndim), key=lambda d: first.strides[d], reverse=True)
     return tuple(a.transpose(order).reshape(-1) for a in arrays)
-
-
-def _dense_order(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
-    """The axes from the largest stride to the smallest when an array of this shape and these byte
-    strides fills its memory without gaps in that order (axes of size 1 anywhere), else None."""
-    order = tuple(sorted(range(len(shape)), key=lambda d: strides[d] if shape[d] != 1 else -1, reverse=True))
-    expected = itemsize
-    for d in reversed(order):
-        if shape[d] != 1:
-            if strides[d] != expected:
-                return None
-            expected *= shape[d]
-    return order
 
 
 def empty_like_format(like: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -128,29 +119,20 @@ def use_torch_threads() -> str:
     its 5 us, 25 us inside a training step, where the interpreter's data is out of the caches)."""
     backend = resolve_backend(None)
     if backend == "fast":
-        threads = _numba_threads or _load_numba_threads()
-        wanted = max(1, min(torch.get_num_threads(), threads.limit))
-        if threads.count() != wanted:
-            threads.set(wanted)
+        thread_count, set_num_threads, limit = _numba_threads()
+        wanted = max(1, min(torch.get_num_threads(), limit))
+        if thread_count() != wanted:
+            set_num_threads(wanted)
     return backend
 
 
-class _NumbaThreads(NamedTuple):
-    count: Callable[[], int]  # this thread's setting (``gradops._fast.pool.thread_count``)
-    set: Callable[[int], None]
-    limit: int  # NUMBA_NUM_THREADS
-
-
-_numba_threads: _NumbaThreads | None = None
-
-
-def _load_numba_threads() -> _NumbaThreads:
-    """numba's thread functions, imported on the first fast call (after ``keep_openmp_to_torch``
-    chose the threading layer)."""
-    global _numba_threads
+@functools.cache
+def _numba_threads() -> tuple[Callable[[], int], Callable[[int], None], int]:
+    """This thread's numba thread count (``gradops._fast.pool.thread_count``), its setter and
+    ``NUMBA_NUM_THREADS``, imported on the first fast call (after ``keep_openmp_to_torch`` chose
+    the threading layer)."""
     import numba
 
     from .._fast.pool import thread_count
 
-    _numba_threads = _NumbaThreads(thread_count, numba.set_num_threads, numba.config.NUMBA_NUM_THREADS)
-    return _numba_threads
+    return thread_count, numba.set_num_threads, numba.config.NUMBA_NUM_THREADS
