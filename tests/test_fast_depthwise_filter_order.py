@@ -72,6 +72,11 @@ CASES = [
     # narrow rows, more rows than chunks: float32 / float64 NHWC rows go several at a time
     (4, 40, 7, 24, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
     (3, 50, 9, 16, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
+    # narrow rows, lanes in memory: pairs of vectors, a last vector and a channel tail (1152
+    # channels, as EfficientNet-B0's 7x7 layer, and 21 = 7 x 3 with a multiplier)
+    (2, 7, 7, 1152, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
+    (2, 6, 6, 7, 3, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (1, 9, 11, 27, 1, 3, 3, (2, 2), (1, 1), (1, 1)),
 ]
 
 
