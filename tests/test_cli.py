@@ -22,12 +22,20 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.strip().splitlines() if not line.startswith("gradops: compiling ")]
 
 
+# What ``import gradops`` must not load: the compiler and its LLVM binding (the fast backend loads
+# them on its first call), the integrations' frameworks, and the CLI's and benchmark's libraries.
+# Import time itself is measured, not asserted (README "First calls"): a timed test fails on a
+# loaded machine.
+_HEAVY_MODULES = ("numba", "llvmlite", "torch", "jax", "tensorflow", "dask", "distributed", "scipy", "matplotlib",
+                  "hypothesis", "onnx", "onnxruntime")
+
+
 def test_import_is_cheap_and_compiles_nothing():
-    code = ("import time, sys; t = time.perf_counter(); import gradops; dt = time.perf_counter() - t; "
-            "print(dt); print('numba' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert float(out[0]) < 1.0
-    assert out[1] == "False"
+    code = "import sys, gradops; print(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "gradops" in loaded
+    assert loaded.isdisjoint(_HEAVY_MODULES), sorted(loaded.intersection(_HEAVY_MODULES))
 
 
 def test_examples_command_reports_every_match():
