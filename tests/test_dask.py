@@ -319,15 +319,6 @@ def test_blocks_run_with_one_fast_backend_thread():
     assert numba.get_num_threads() == before
 
 
-def test_import_gradops_does_not_import_dask():
-    import subprocess
-    import sys
-
-    code = "import sys, gradops; print('dask' in sys.modules, 'distributed' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.split() == ["False", "False"]
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("mode,sizes", [("linear", (2, 24, 40, 32)), ("nearest", (2, 24, 40, 32)),

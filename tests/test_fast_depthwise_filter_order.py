@@ -72,8 +72,8 @@ CASES = [
     # narrow rows, more rows than chunks: float32 / float64 NHWC rows go several at a time
     (4, 40, 7, 24, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
     (3, 50, 9, 16, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
-    # narrow rows, lanes in memory: pairs of vectors, a last vector and a channel tail (1152
-    # channels, as EfficientNet-B0's 7x7 layer, and 21 = 7 x 3 with a multiplier)
+    # rows under 16 positions, lanes in memory (lanes._lane_rows_in_memory): 1152 channels (rows
+    # a multiple of 512 bytes, EfficientNet-B0's 7x7 layer), C*M = 21 with a multiplier, stride 2
     (2, 7, 7, 1152, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
     (2, 6, 6, 7, 3, 3, 3, (1, 1), (1, 1), (1, 1)),
     (1, 9, 11, 27, 1, 3, 3, (2, 2), (1, 1), (1, 1)),
