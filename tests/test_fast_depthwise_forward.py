@@ -217,11 +217,26 @@ def test_prefetched_staged_x_rows(on_each_thread_count):
         np.testing.assert_array_equal(bits(y), bits(expected))
 
 
+@pytest.mark.parametrize("vendor, avx512, streams_2048", [("AuthenticAMD", False, False), ("AuthenticAMD", True, True),
+                                                          ("GenuineIntel", True, True), ("", False, True)])
+def test_store_step_conflicts_per_host(monkeypatch, vendor, avx512, streams_2048):
+    """Blocks that store positions a multiple of 2048 bytes apart are not streamed on the host
+    where that was the slowest way to write them, an AMD core without AVX-512 (a Zen 3); a Zen 4
+    (AMD with AVX-512), an Intel Xeon and an unknown host stream them, as they stream every
+    other step (docs/performance.md, "Depthwise": measured on each of these three CPUs)."""
+    monkeypatch.setattr(plan, "host_vendor", lambda: vendor)
+    monkeypatch.setattr(plan, "host_avx512", lambda: avx512)
+    for step in (2048, 4096, 2048 * 3):
+        assert plan._streams_step(step) is streams_2048
+    for step in (1024, 2304, 2048 + 64):
+        assert plan._streams_step(step)
+
+
 @pytest.mark.parametrize("operator, stride, c, conflicting", [("forward", 1, 512, True), ("input", 1, 512, True),
                                                               ("input", 2, 256, True), ("forward", 1, 528, False),
                                                               ("input", 2, 272, False)])
 def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride, c, conflicting):
-    """Where the host's vendor has a store step that conflicts (``plan._STREAM_STEP_CONFLICTS``,
+    """Where the host has a store step that conflicts (``plan._STREAM_STEP_CONFLICTS``,
     set here for this host whatever it is), an output beyond the cache (threshold lowered) whose
     blocks store positions a multiple of it apart (C = 512 float32 channels: 2048 bytes; C = 256 at
     stride 2, every other dx position) is written in place with plain stores, on a line or 16
@@ -229,7 +244,7 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
     at stride 1 from the registers in vectors that start on the lines (``CallPlan.phase``), at
     stride 2 from the row buffer. The same bits every way, checked against brute force, nothing
     around the view written."""
-    monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {target.host_vendor(): 2048})
+    monkeypatch.setattr(plan, "_STREAM_STEP_CONFLICTS", {(target.host_vendor(), target.host_avx512()): 2048})
     monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
     _fresh_plans(monkeypatch)  # with the conflicts above
     calls = _share_calls(monkeypatch)

@@ -159,7 +159,7 @@ def test_channel_tails_stay_inside_the_arrays(dtype, c):
 def test_streamed_dx_rows(monkeypatch, stride, n, c):
     """A dx of 16 (8) MiB is written with non-temporal stores when every position starts on a
     64-byte line, straight from the registers (on any host: at stride 2 and C = 256 a block's
-    stores are 2048 bytes apart, which AMD hosts do not stream, ``plan._STREAM_STEP_CONFLICTS``,
+    stores are 2048 bytes apart, which AMD hosts without AVX-512 do not stream, ``plan._STREAM_STEP_CONFLICTS``,
     emptied here): whole filter rows (``_taps_rows``; C = 256, staged
     rows) and 9 taps with weights in registers (``_taps9_2x2``; C = 32, rows read in place). A
     dx that does not start on a line (as NumPy's own arrays, 16 bytes past one) goes row by row

@@ -89,8 +89,17 @@ def codegen_target() -> Target:
 def host_vendor() -> str:
     """The vendor of the CPU this process runs on, as Linux names it ("AuthenticAMD",
     "GenuineIntel"; "" where it does not say): facts of the host's memory system, which the
-    code-generation target (``gradops bench --isa``) leaves unchanged, are keyed by it."""
+    code-generation target (``gradops bench --isa``) leaves unchanged, are keyed by it (and by
+    :func:`host_avx512`)."""
     return cpuinfo_field("vendor_id")
+
+
+@cache
+def host_avx512() -> bool:
+    """Whether the CPU this process runs on has AVX-512 (``avx512f`` among its flags), whatever
+    the code-generation target: with the vendor, it tells apart generations of one vendor's cores
+    whose memory systems were measured to differ (AMD's Zen 4 has it, its Zen 3 does not)."""
+    return "avx512f" in cpuinfo_field("flags").split()
 
 
 # Cache sizes where the system does not say: a typical x86 core of the last decade (per core), and

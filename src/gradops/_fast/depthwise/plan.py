@@ -32,7 +32,7 @@ from numba import njit
 from .. import half, simd
 from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
-from ..target import codegen_target, data_cache_bytes, host_vendor, last_level_cache_bytes
+from ..target import codegen_target, data_cache_bytes, host_avx512, host_vendor, last_level_cache_bytes
 from ..codecs import HALF_KINDS
 from .selection import FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
@@ -68,12 +68,13 @@ _PREFETCH_AHEAD_BYTES = 8192
 _PREFETCH_STAGED_BYTES = last_level_cache_bytes() // 2
 _NINE_POSITIONS = 8  # positions of ``_taps9_rows`` per share of that request
 # Outputs beyond the cache are streamed (non-temporal stores) as the blocks of positions are
-# summed, a block's positions ``step`` bytes apart, or from the row buffer. On AMD cores, with
-# steps that are multiples of 2048 bytes (512 float32 channels; 256 at stride 2), streaming was the
-# slowest way to write and plain stores in place the fastest; the Intel Xeon streamed such outputs
-# faster than it stored them plainly (docs/performance.md, "Depthwise"). Per host vendor
-# (``target.host_vendor``): the step whose multiples are not streamed.
-_STREAM_STEP_CONFLICTS = {"AuthenticAMD": 2048}
+# summed, a block's positions ``step`` bytes apart, or from the row buffer. On an AMD Zen 3 (no
+# AVX-512), with steps that are multiples of 2048 bytes (512 float32 channels; 256 at stride 2),
+# streaming was the slowest way to write and plain stores in place the fastest; the Intel Xeon and
+# the AMD Zen 4 (AVX-512) stream such outputs faster than they store them plainly
+# (docs/performance.md, "Depthwise"). Per host (``target.host_vendor``, ``target.host_avx512``):
+# the step whose multiples are not streamed.
+_STREAM_STEP_CONFLICTS = {("AuthenticAMD", False): 2048}
 # Filter row sizes with microkernels of their own on this target (``selection.row_sizes``).
 _ROW_SIZES = row_sizes(codegen_target())
 # Forward and backprop input read stride-1 x / dy rows in place only up to this many bytes per
@@ -286,7 +287,7 @@ def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w
 def _streams_step(step_bytes: int) -> bool:
     """Whether an output whose blocks store positions ``step_bytes`` apart is streamed when it is
     beyond the cache (``_STREAM_STEP_CONFLICTS``); if not, its blocks store in place, plainly."""
-    conflict = _STREAM_STEP_CONFLICTS.get(host_vendor())
+    conflict = _STREAM_STEP_CONFLICTS.get((host_vendor(), host_avx512()))
     return conflict is None or step_bytes % conflict != 0
 
 
