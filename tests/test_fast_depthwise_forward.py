@@ -277,3 +277,37 @@ def test_conflicting_store_steps_are_not_streamed(monkeypatch, operator, stride,
         assert _streaming(calls[-1][0]) == (on_a_line and not conflicting, off_a_line and stride == 2,
                                             off_a_line and stride == 1)
     np.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("operator", ["forward", "input"])
+@pytest.mark.parametrize("w, line_offset, streamed", [(32, 0, True), (32, 16, False), (20, 0, False)])
+def test_planar_rows_streamed_only_on_lines(monkeypatch, operator, w, line_offset, streamed):
+    """Stride-1 planar (NCHW) outputs beyond the cache (threshold lowered) are streamed by
+    ``kernels._planar_blocks_kernel_for(True)`` when every row starts on a 64-byte line (32
+    float32 columns, the output on a line); 16 bytes past a line, or rows of 20 columns (80
+    bytes), they are stored plainly, as streaming would write lines both ways. The same bits
+    either way, checked against brute force, nothing around the output written."""
+    monkeypatch.setattr(simd, "STREAMING_THRESHOLD_BYTES", 0)
+    calls = _share_calls(monkeypatch)
+    rng = np.random.default_rng(w + line_offset)
+    n, c, m, h, pad = 2, 3, 2 if operator == "input" else 1, 6, (1, 1)
+    f = random_values(rng, (3, 3, c, m), np.float32)
+    if operator == "forward":
+        source = random_values(rng, (n, h, w, c), np.float32)
+        exact = brute_forward(source, f, h, w, (1, 1), (1, 1), pad)
+        exact_abs = brute_forward(np.abs(source), np.abs(f), h, w, (1, 1), (1, 1), pad)
+        shape, run = (n, h, w, c * m), fast.conv_forward
+    else:
+        source = random_values(rng, (n, h, w, c * m), np.float32)
+        exact = brute_backprop_input(source, f, h, w, (1, 1), (1, 1), pad)
+        exact_abs = brute_backprop_input(np.abs(source), np.abs(f), h, w, (1, 1), (1, 1), pad)
+        shape, run = (n, h, w, c), fast.backprop_input
+    planar_source = np.ascontiguousarray(source.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)  # NCHW memory
+    size = math.prod(shape)
+    buffer = np.full(size + 32, 7.0, np.float32)
+    shift = (-buffer.ctypes.data) % 64 // 4 + line_offset // 4
+    out_nchw = buffer[shift:shift + size].reshape(shape[0], shape[3], h, w)
+    run(planar_source, f, out_nchw.transpose(0, 2, 3, 1), 1, 1, 1, 1, *pad)
+    check(out_nchw.transpose(0, 2, 3, 1), exact, exact_abs, 9, np.dtype(np.float32))
+    assert (buffer[:shift] == 7).all() and (buffer[shift + size:] == 7).all()
+    assert [kernel for kernel, _ in calls] == [kernels._planar_blocks_kernel_for(streamed)]

@@ -14,7 +14,7 @@ from gradops._fast.depthwise import kernels  # noqa: E402
 
 def test_a_kernel_is_stamped_with_the_whole_package():
     """Kernels of two different files share one stamp, where numba's own stamps (one per file) differ."""
-    kernels_of_two_files = (relu._select_alone, kernels._planar_blocks_kernel)
+    kernels_of_two_files = (relu._select_alone, kernels._planar_blocks_kernel_for(False))
     stamps = {kernel._cache._impl._locator.get_source_stamp() for kernel in kernels_of_two_files}
     own_file_stamps = {caching.InTreeCacheLocator(kernel.py_func, kernel.py_func.__code__.co_filename)
                        .get_source_stamp() for kernel in kernels_of_two_files}

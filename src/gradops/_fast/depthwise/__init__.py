@@ -53,7 +53,7 @@ from ..strided import element_aligned
 from ..codecs import FLOAT, HALF_KINDS
 from .filter import _backprop_filter_kernel_for, _combine_chunks
 from .call_plans import CallPlan, filter_plan, forward_plan, input_plan, table_layout
-from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel
+from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel_for
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
                    _planar_block_rows, _positions_line_offset, _weights, filter_line_shift)
@@ -69,8 +69,20 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
     batch, out_h, out_w, src_h, src_w, planes, mult = sizes
     block_rows = _planar_block_rows(out_h, out_w, shift_x)
     geo = _kernel_record(PlanarBlocks, batch, out_h, out_w, src_h, src_w, planes, mult, block_rows)
-    share(_planar_blocks_kernel, batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src, src_off,
-          src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, HALF_KINDS.get(dtype, FLOAT))
+    stream = (dtype not in HALF_KINDS and out_st[2] == 1 and out.nbytes >= simd.STREAMING_THRESHOLD_BYTES
+              and _rows_on_lines(out, out_off, out_st))
+    share(_planar_blocks_kernel_for(stream), batch * planes * -(-out_h // block_rows), src.nbytes + out.nbytes, src,
+          src_off, src_st, wv, out, out_off, out_st, geo, shift_y, shift_x, adjoint, HALF_KINDS.get(dtype, FLOAT))
+
+
+def _rows_on_lines(out: np.ndarray, out_off: int, out_st: np.ndarray) -> bool:
+    """Whether every planar row of a flat view starts on a 64-byte line: streamed, each row's
+    stores then fill whole lines, and no line is written both streamed and plainly (such a line
+    is read from memory first: D6 took 1.75x its plain time with NumPy's ``out=``, 16 bytes past
+    a line)."""
+    line = simd.LINE_BYTES // out.itemsize
+    return (out.ctypes.data // out.itemsize + out_off) % line == 0 and all(
+        int(s) % line == 0 for s in (out_st[0], out_st[1], out_st[3]))
 
 
 Runner = Callable[[np.ndarray, np.ndarray, np.ndarray], None]

@@ -12,8 +12,8 @@ the entry points) as closure constants, and numba prunes a branch on a constant 
 typing it, so its callees are never compiled (issue 23, cold start). Each set is its own entry
 in the disk cache.
 
-``_planar_blocks_kernel``: planar rows with stride 1 and finite weights, where each tap is one
-run over a whole block of rows.
+``_planar_blocks_kernel_for(stream)``: planar rows with stride 1 and finite weights, where each
+tap is one run over a whole block of rows; its output rows streamed or stored plainly.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .plan import _PREFETCH_STAGED_BYTES
 from .planes import _fill_plane_blocked, _fill_plane_scaled
 from .staging import _clear_margins, _column_taps, _stage_channels_last, _stage_planar
 from .taps import _scaled1, _scaled4
-from .writers import _store_dx_row, _store_planar_dx_row, _stream_row
+from .writers import _put_plane_row, _store_dx_row, _store_planar_dx_row, _stream_row
 
 
 @njit(inline="always")
@@ -361,72 +361,84 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, bool, int, bo
     return _backprop_input_kernel
 
 
-@njit(cache=True, nogil=True)
-def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_st, wv, out, out_off, out_st, geo,
-                          shift_y, shift_x, adjoint, kind):
-    """Stride-1 planes (forward, and backprop input when ``adjoint``): out[y, x] of plane p is the sum
-    over taps t, in order, of w * src[y + shift_y[t], x + shift_x[t]] of a source plane. A job stages
-    a block of source rows with zero margins at a common pitch, so each tap is one run over the
-    whole block: with finite weights a tap reaching the zero margin adds w * 0 = +-0, which leaves
-    a sum that started at +0 unchanged, i.e. exactly as if the tap were skipped. Backprop input sums
-    each of the M source planes of dx plane c separately, then adds the partial sums in m order."""
-    n_batch, out_h, out_w, src_h, src_w, planes, mult, block_rows = geo  # plan.PlanarBlocks
-    width = wv.size // shift_y.size  # C*M: columns of the [tap][k] weight table
-    taps = shift_y.size
-    y_lo, y_hi, x_lo, x_hi = shift_y.min(), shift_y.max(), shift_x.min(), shift_x.max()
-    pitch = out_w + x_hi - x_lo
-    stage_rows = block_rows + y_hi - y_lo
-    parts = mult if adjoint else 1
-    blocks = (out_h + block_rows - 1) // block_rows
-    seen = begin(counters, epoch, role)
-    items = n_batch * planes * blocks
-    while True:
-        pool_chunk = claim(counters)
-        if pool_chunk >= pool_chunks:
-            end(epoch, role, seen)
-            return
-        for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
-            b = job // (planes * blocks)
-            plane = (job // blocks) % planes
-            y0 = (job % blocks) * block_rows
-            rows = min(block_rows, out_h - y0)
-            n = rows * pitch
-            stage = np.empty(stage_rows * pitch + pitch, wv.dtype)  # + one pitch of slack read by last taps
-            acc = np.empty(parts * block_rows * pitch, wv.dtype)
-            offsets = np.empty(taps, np.int64)
-            weight = np.empty(taps, wv.dtype)
-            for t in range(taps):
-                offsets[t] = (shift_y[t] - y_lo) * pitch + shift_x[t] - x_lo
-            for part in range(parts):
-                k = plane * mult + part if adjoint else plane  # weight column
-                source = k if adjoint else plane // mult
-                base = src_off + b * src_st[0] + source * src_st[3]
-                stage[:] = 0
-                for r in range(rows + y_hi - y_lo):
-                    sy = y0 + y_lo + r
-                    if 0 <= sy < src_h:
-                        col0 = max(0, x_lo)  # source columns [x_lo, x_lo + pitch) land at stage columns 0..
-                        col1 = min(src_w, x_lo + pitch)
-                        if col1 > col0:
-                            _load_run(src, base + sy * src_st[1] + col0 * src_st[2], src_st[2], col1 - col0, stage,
-                                      r * pitch + col0 - x_lo, kind)
+@kernel_factory
+def _planar_blocks_kernel_for(stream: bool):
+    """``_planar_blocks_kernel`` with its output rows streamed (``stream``: a float output beyond
+    the cache whose rows all start on 64-byte lines, ``__init__._rows_on_lines``) or stored
+    plainly, as a constant: the plain stores' loop is compiled as if the other did not exist
+    (with a run-time flag, NumPy's ``out=`` arrays, which are stored plainly, took 1.08-1.11x
+    their time on D6)."""
+
+    @njit(cache=True, nogil=True)
+    def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_st, wv, out, out_off, out_st,
+                              geo, shift_y, shift_x, adjoint, kind):
+        """Stride-1 planes (forward, and backprop input when ``adjoint``): out[y, x] of plane p is the sum
+        over taps t, in order, of w * src[y + shift_y[t], x + shift_x[t]] of a source plane. A job stages
+        a block of source rows with zero margins at a common pitch, so each tap is one run over the
+        whole block: with finite weights a tap reaching the zero margin adds w * 0 = +-0, which leaves
+        a sum that started at +0 unchanged, i.e. exactly as if the tap were skipped. Backprop input sums
+        each of the M source planes of dx plane c separately, then adds the partial sums in m order."""
+        n_batch, out_h, out_w, src_h, src_w, planes, mult, block_rows = geo  # plan.PlanarBlocks
+        width = wv.size // shift_y.size  # C*M: columns of the [tap][k] weight table
+        taps = shift_y.size
+        y_lo, y_hi, x_lo, x_hi = shift_y.min(), shift_y.max(), shift_x.min(), shift_x.max()
+        pitch = out_w + x_hi - x_lo
+        stage_rows = block_rows + y_hi - y_lo
+        parts = mult if adjoint else 1
+        blocks = (out_h + block_rows - 1) // block_rows
+        seen = begin(counters, epoch, role)
+        items = n_batch * planes * blocks
+        while True:
+            pool_chunk = claim(counters)
+            if pool_chunk >= pool_chunks:
+                end(epoch, role, seen)
+                return
+            for job in range(pool_chunk * items // pool_chunks, (pool_chunk + 1) * items // pool_chunks):
+                b = job // (planes * blocks)
+                plane = (job // blocks) % planes
+                y0 = (job % blocks) * block_rows
+                rows = min(block_rows, out_h - y0)
+                n = rows * pitch
+                stage = np.empty(stage_rows * pitch + pitch, wv.dtype)  # + one pitch of slack read by last taps
+                acc = np.empty(parts * block_rows * pitch, wv.dtype)
+                offsets = np.empty(taps, np.int64)
+                weight = np.empty(taps, wv.dtype)
                 for t in range(taps):
-                    weight[t] = wv[t * width + k]
-                a0 = part * block_rows * pitch
-                t = 0
-                while taps - t >= 4:
-                    _scaled4(acc, a0, n, stage, offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3], weight[t],
-                             weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
-                    t += 4
-                while t < taps:
-                    _scaled1(acc, a0, n, stage, offsets[t], weight[t], t == 0)
-                    t += 1
-            for part in range(1, parts):
-                total = acc[:n]
-                term = acc[part * block_rows * pitch:part * block_rows * pitch + n]
-                for j in range(n):
-                    total[j] += term[j]
-            for r in range(rows):
-                start = out_off + b * out_st[0] + (y0 + r) * out_st[1] + plane * out_st[3]
-                _store_run(acc, r * pitch, out_w, out, start, out_st[2], kind)
-        finish(counters)
+                    offsets[t] = (shift_y[t] - y_lo) * pitch + shift_x[t] - x_lo
+                for part in range(parts):
+                    k = plane * mult + part if adjoint else plane  # weight column
+                    source = k if adjoint else plane // mult
+                    base = src_off + b * src_st[0] + source * src_st[3]
+                    stage[:] = 0
+                    for r in range(rows + y_hi - y_lo):
+                        sy = y0 + y_lo + r
+                        if 0 <= sy < src_h:
+                            col0 = max(0, x_lo)  # source columns [x_lo, x_lo + pitch) land at stage columns 0..
+                            col1 = min(src_w, x_lo + pitch)
+                            if col1 > col0:
+                                _load_run(src, base + sy * src_st[1] + col0 * src_st[2], src_st[2], col1 - col0, stage,
+                                          r * pitch + col0 - x_lo, kind)
+                    for t in range(taps):
+                        weight[t] = wv[t * width + k]
+                    a0 = part * block_rows * pitch
+                    t = 0
+                    while taps - t >= 4:
+                        _scaled4(acc, a0, n, stage, offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3],
+                                 weight[t], weight[t + 1], weight[t + 2], weight[t + 3], t == 0)
+                        t += 4
+                    while t < taps:
+                        _scaled1(acc, a0, n, stage, offsets[t], weight[t], t == 0)
+                        t += 1
+                for part in range(1, parts):
+                    total = acc[:n]
+                    term = acc[part * block_rows * pitch:part * block_rows * pitch + n]
+                    for j in range(n):
+                        total[j] += term[j]
+                for r in range(rows):
+                    start = out_off + b * out_st[0] + (y0 + r) * out_st[1] + plane * out_st[3]
+                    _put_plane_row(acc, r * pitch, out_w, out, start, out_st[2], kind, stream)
+            if stream:
+                simd.store_fence()  # the rows are visible before the chunk is reported done
+            finish(counters)
+
+    return _planar_blocks_kernel

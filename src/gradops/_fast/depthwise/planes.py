@@ -4,7 +4,7 @@ each segment goes to the fastest tap path that fits it (``rows.py``, then ``taps
 rest). Taps in the padding are skipped: they are never multiplied by 0, except in the staged
 stride-1 rows with zero margins (backprop input's dy, the forward's wide x rows) and in the
 planar stride-1 blocks, where that is exact (``plan._zero_margins``, ``plan._forward_margins``,
-``kernels._planar_blocks_kernel``).
+``kernels._planar_blocks_kernel_for``).
 
 A stride ``s`` makes the column map ``ix = ox*s + shift`` non-contiguous in x-space, so x-space
 rows are split into ``s`` residue planes (``ix = q*s + r``, plane r holds q = 0, 1, ...); within
