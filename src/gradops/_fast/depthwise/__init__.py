@@ -78,8 +78,8 @@ def _run_planar_blocks(src, src_off, src_st, wv, out, out_off, out_st, sizes, sh
 def _rows_on_lines(out: np.ndarray, out_off: int, out_st: np.ndarray) -> bool:
     """Whether every planar row of a flat view starts on a 64-byte line: streamed, each row's
     stores then fill whole lines, and no line is written both streamed and plainly (such a line
-    is read from memory first: D6 took 1.75x its plain time with NumPy's ``out=``, 16 bytes past
-    a line)."""
+    is read from memory first, which made a streamed NumPy ``out=``, 16 bytes past a line, slower
+    than plain stores; docs/performance.md, "Depthwise")."""
     line = simd.LINE_BYTES // out.itemsize
     return (out.ctypes.data // out.itemsize + out_off) % line == 0 and all(
         int(s) % line == 0 for s in (out_st[0], out_st[1], out_st[3]))

@@ -365,9 +365,8 @@ def _backprop_input_kernel_for(path: tuple[bool, bool, bool, bool, bool, int, bo
 def _planar_blocks_kernel_for(stream: bool):
     """``_planar_blocks_kernel`` with its output rows streamed (``stream``: a float output beyond
     the cache whose rows all start on 64-byte lines, ``__init__._rows_on_lines``) or stored
-    plainly, as a constant: the plain stores' loop is compiled as if the other did not exist
-    (with a run-time flag, NumPy's ``out=`` arrays, which are stored plainly, took 1.08-1.11x
-    their time on D6)."""
+    plainly, as a constant: the plain stores' loop is compiled as if the other did not exist (a
+    run-time flag slowed it down; docs/performance.md, "Depthwise")."""
 
     @njit(cache=True, nogil=True)
     def _planar_blocks_kernel(counters, epoch, role, pool_chunks, src, src_off, src_st, wv, out, out_off, out_st,
