@@ -19,6 +19,12 @@ def cpuinfo_field(*names: str) -> str:
     return ""
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them (x86 ``flags``, ARM ``Features``); empty where
+    there is no such line (not Linux)."""
+    return set(cpuinfo_field("flags", "Features").split())
+
+
 def cpu_model() -> str:
     """The CPU's model name, for reports: Linux's, else the platform's, else "unknown CPU"."""
     return cpuinfo_field("model name") or platform.processor() or "unknown CPU"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llvmlite import binding
 
-from .._cpuinfo import cpuinfo_field
+from .._cpuinfo import cpu_flags, cpuinfo_field
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -99,7 +99,7 @@ def host_avx512() -> bool:
     """Whether the CPU this process runs on has AVX-512 (``avx512f`` among its flags), whatever
     the code-generation target: with the vendor, it tells apart generations of one vendor's cores
     whose memory systems were measured to differ (AMD's Zen 4 has it, its Zen 3 does not)."""
-    return "avx512f" in cpuinfo_field("flags").split()
+    return "avx512f" in cpu_flags()
 
 
 # Cache sizes where the system does not say: a typical x86 core of the last decade (per core), and

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import platform
 
-from .._cpuinfo import cpuinfo_field
+from .._cpuinfo import cpu_flags
 from ..errors import GradopsError
 
 TIERS = ("native", "avx2", "avx512")
@@ -26,10 +26,6 @@ _TIER_ENV: dict[str, dict[str, str]] = {
     },
     "avx512": {},
 }
-
-
-def cpu_flags() -> set[str]:
-    return set(cpuinfo_field("flags", "Features").split())
 
 
 def host_tier(flags: set[str] | None = None) -> str:

@@ -56,7 +56,7 @@ from .call_plans import CallPlan, filter_plan, forward_plan, input_plan, table_l
 from .kernels import _backprop_input_kernel_for, _forward_kernel_for, _planar_blocks_kernel_for
 from .ordered import ordered_fits, ordered_run
 from .plan import (_MAX_EMPTY_PLANES, PlanarBlocks, _kernel_buffer, _kernel_record, _kernel_view, _live_taps,
-                   _planar_block_rows, _positions_line_offset, _weights, filter_line_shift)
+                   _line_offset, _planar_block_rows, _positions_line_offset, _weights, filter_line_shift)
 
 __all__ = ["conv_forward", "backprop_input", "backprop_filter", "first_calls", "ordered_fits", "ordered_run"]
 
@@ -81,8 +81,7 @@ def _rows_on_lines(out: np.ndarray, out_off: int, out_st: np.ndarray) -> bool:
     is read from memory first, which made a streamed NumPy ``out=``, 16 bytes past a line, slower
     than plain stores; docs/performance.md, "Depthwise")."""
     line = simd.LINE_BYTES // out.itemsize
-    return (out.ctypes.data // out.itemsize + out_off) % line == 0 and all(
-        int(s) % line == 0 for s in (out_st[0], out_st[1], out_st[3]))
+    return _line_offset(out, out_off) == 0 and all(int(s) % line == 0 for s in (out_st[0], out_st[1], out_st[3]))
 
 
 Runner = Callable[[np.ndarray, np.ndarray, np.ndarray], None]

@@ -119,22 +119,3 @@ def _store_dx_row(acc, combined, dx, base, dx_st, in_w, chans, mult, sw, plane_l
                         total += acc[start + c * mult + m]
                     combined[c] = total
             _store_run(combined, 0, chans, dx, base + ix * dx_st[2], dx_st[3], kind)
-
-
-def _put_plane_row(acc, start, n, dst, dst_start, step, kind, stream):
-    """``dst[dst_start + i*step] = acc[start + i]`` for i < n (``codecs._store_run``); with
-    ``stream`` (a float ``dst`` beyond the cache, unit ``step``), its whole 64-byte lines with
-    non-temporal stores (``codecs.stream_run``). Half types are always stored plainly."""
-
-
-@overload(_put_plane_row, inline="always")
-def _put_plane_row_impl(acc, start, n, dst, dst_start, step, kind, stream):
-    if isinstance(dst.dtype, types.Float):
-        def put(acc, start, n, dst, dst_start, step, kind, stream):
-            if stream:
-                stream_run(acc, start, n, dst, dst_start)
-            else:
-                _store_run(acc, start, n, dst, dst_start, step, kind)
-        return put
-    return lambda acc, start, n, dst, dst_start, step, kind, stream: _store_run(acc, start, n, dst, dst_start, step,
-                                                                                  kind)
