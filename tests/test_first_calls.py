@@ -85,6 +85,20 @@ def test_the_numpy_filter_gradient_follows_the_documented_lane_order(dtype):
         np.testing.assert_array_equal(bits(out), bits(expected))
 
 
+@pytest.mark.parametrize("terms_bytes", [ordered._TERMS_BYTES, 1, 3 * 9 * 15 * 2 * 6 * 4], ids=["default", "chunk", "3chunks"])
+def test_the_numpy_filter_gradient_sums_long_lanes_in_order(monkeypatch, terms_bytes):
+    """Chunks of many rows and blocks (80 dy rows in 10 chunks, 15 blocks a row), summed all ten,
+    one or three chunks at a time (``_TERMS_BYTES``): against the scalar lane model."""
+    monkeypatch.setattr(ordered, "_TERMS_BYTES", terms_bytes)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 40, 30, 3)).astype(np.float32)
+    dy = rng.standard_normal((2, 40, 30, 6)).astype(np.float32)
+    expected = lane_order_backprop_filter(x, dy, 3, 3, (1, 1), (1, 1), (1, 1), np.float32)
+    out = np.empty(expected.shape, np.float32)
+    ordered_run("backprop_filter", (1, 1, 1, 1, 1, 1), x, dy, out)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
 def test_the_numpy_tier_skips_taps_in_the_padding_and_rounds_once():
     """An inf weight reaching only padding leaves the sum finite (SPEC 5.4); a float32 sum past
     float16's range rounds to inf, and bfloat16 rounds the float32 sum once, to nearest even."""

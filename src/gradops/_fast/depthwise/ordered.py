@@ -22,9 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..._arrays import memory_limit_bytes
-from ..._depthwise_reference import _taps
+from ..._depthwise_reference import _tap_span, _taps
 from ..codecs import encode_sums
 from .plan import _LANES, _filter_chunks
+
+# The filter gradient's terms are made for a group of chunks at a time, this many bytes of them at
+# most (with the x values they read, twice this).
+_TERMS_BYTES = 8 << 20
 
 
 def ordered_run(kernel: str, attrs: tuple, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -41,13 +45,15 @@ def ordered_fits(kernel: str, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> 
     """Whether :func:`ordered_run`'s arrays (the operands as accumulator floats, the sums and a
     tap's products, the encoded result) take at most half of ``memory_limit_bytes``: else the
     call compiles its kernel in the calling process rather than risk running out of memory."""
+    size = 8 if out.dtype == np.float64 else 4
     if kernel == "conv_forward":
         working = out.size  # the sums
     elif kernel == "backprop_input":
         working = out.size * b.shape[3]  # a sum per m
-    else:  # x per channel k, and the terms of a dy row
-        working = a.size * (b.shape[3] // a.shape[3]) + out.size * (b.shape[2] + _LANES)
-    size = 8 if out.dtype == np.float64 else 4
+    else:  # x per channel k, and a group of chunks' terms and the x values they read (_backprop_filter)
+        fh, fw, _, _ = out.shape
+        row_terms = fh * fw * -(-b.shape[2] // _LANES) * _LANES * b.shape[3]
+        working = a.size * (b.shape[3] // a.shape[3]) + max(_TERMS_BYTES // size, row_terms)
     return (a.size + b.size + 3 * working) * size <= memory_limit_bytes() // 2
 
 
@@ -79,33 +85,58 @@ def _backprop_filter(x: np.ndarray, dy: np.ndarray, shape: tuple, attrs: tuple) 
     batch, in_h, in_w, _ = x.shape
     _, out_h, out_w, width = dy.shape
     x = np.repeat(x, mult, axis=3)  # channel k = c*M + m reads x channel c
-    # per tap (ky, kx) and dy column: the x column it reads, and whether that is inside x
-    kx, ox = np.arange(fw)[:, None], np.arange(out_w)[None, :]
-    columns = ox * stride_w - pad_left + kx * dil_w
-    inside = (columns >= 0) & (columns < in_w)
-    columns = np.clip(columns, 0, in_w - 1)
+    # per tap column kx: the dy columns whose x column is inside x, and those x columns
+    column_spans = [_tap_span(kx, in_w, out_w, stride_w, dil_w, pad_left) for kx in range(fw)]
     blocks = -(-out_w // _LANES)
     rows = batch * out_h
     chunks = _filter_chunks(rows, out_w)
-    terms = np.full((fh, fw, blocks * _LANES, width), -0.0, x.dtype)  # -0: no term
-    total = None
-    for chunk in range(chunks):
-        lanes = np.zeros((fh, fw, _LANES, width), x.dtype)
-        for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
-            image, oy = divmod(row, out_h)
-            terms[...] = -0.0
-            for ky in range(fh):
-                iy = oy * stride_h - pad_top + ky * dil_h
-                if 0 <= iy < in_h:
-                    products = dy[image, oy][None] * x[image, iy][columns]  # [kx, ox, k]
-                    terms[ky, :, :out_w] = np.where(inside[:, :, None], products, -0.0)
+    starts, stops = np.arange(chunks) * rows // chunks, np.arange(1, chunks + 1) * rows // chunks
+    # Each chunk's lanes are a running sum over its rows, then their blocks of _LANES columns, in
+    # order; the chunks are independent, so a step adds the same row and block of every chunk
+    # at once (a chunk with fewer rows adds -0 terms, which change no sum), as many chunks at a
+    # time as _TERMS_BYTES of one row's terms allow.
+    together = max(1, _TERMS_BYTES // (blocks * fh * fw * _LANES * width * x.itemsize))
+    chunk_sums = []
+    for first in range(0, chunks, together):
+        group_starts, group_stops = starts[first:first + together], stops[first:first + together]
+        lanes = np.zeros((group_starts.size, fh, fw, _LANES, width), x.dtype)
+        for step in range(int((group_stops - group_starts).max())):
+            live = group_starts + step < group_stops
+            terms = _filter_terms(x, dy, np.minimum(group_starts + step, group_stops - 1), live, column_spans,
+                                  (fh, stride_h, dil_h, pad_top), blocks)
             for block in range(blocks):
-                lanes += terms[:, :, block * _LANES:(block + 1) * _LANES]
-        chunk_sum = lanes[:, :, 0]
-        for lane in range(1, _LANES):
-            chunk_sum = chunk_sum + lanes[:, :, lane]
-        total = chunk_sum if total is None else total + chunk_sum
+                lanes += terms[:, block]
+        for lanes_of_chunk in lanes:
+            chunk_sum = lanes_of_chunk[:, :, 0]
+            for lane in range(1, _LANES):
+                chunk_sum = chunk_sum + lanes_of_chunk[:, :, lane]
+            chunk_sums.append(chunk_sum)
+    total = chunk_sums[0]
+    for chunk_sum in chunk_sums[1:]:
+        total = total + chunk_sum
     return total.reshape(shape)
+
+
+def _filter_terms(x: np.ndarray, dy: np.ndarray, rows: np.ndarray, live: np.ndarray, column_spans: list,
+                  vertical: tuple[int, int, int, int], blocks: int) -> np.ndarray:
+    """The filter gradient's terms of dy ``rows`` (flat ``image * OH + oy``), one per chunk, as
+    ``[row, block, ky, kx, lane, k]``: ``dy * x`` where the tap reads x, -0 (no term) where it
+    reads padding, past the row's end, or for a row that is not ``live``."""
+    fh, stride_h, dil_h, pad_top = vertical
+    in_h = x.shape[1]
+    _, out_h, _, width = dy.shape
+    image, oy = np.divmod(rows, out_h)
+    iy = oy[:, None] * stride_h - pad_top + np.arange(fh)[None, :] * dil_h  # [row, ky]
+    rows_inside = ((iy >= 0) & (iy < in_h) & live[:, None])[:, :, None, None]
+    x_rows = x[image[:, None], np.clip(iy, 0, in_h - 1)]  # [row, ky, ix, k]
+    dy_rows = dy[image, oy][:, None]  # [row, 1, ox, k]
+    terms = np.full((rows.size, fh, len(column_spans), blocks * _LANES, width), -0.0, x.dtype)
+    for kx, span in enumerate(column_spans):
+        if span is not None:
+            out_columns, in_columns = span
+            np.multiply(dy_rows[:, :, out_columns], x_rows[:, :, in_columns], out=terms[:, :, kx, out_columns],
+                        where=rows_inside)
+    return terms.reshape(rows.size, fh, len(column_spans), blocks, _LANES, width).transpose(0, 3, 1, 2, 4, 5)
 
 
 _SUMS = {"conv_forward": _forward, "backprop_input": _backprop_input, "backprop_filter": _backprop_filter}
