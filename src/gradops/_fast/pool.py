@@ -24,7 +24,10 @@ each other closely, find the helpers awake, and no thread waits on the GIL held 
 
 The lane (:func:`share_lane`): for calls of tens of microseconds, even a lingering helper's
 way through Python to its next task costs too much, so a kernel may publish its task to the
-helpers in native memory instead, where ``end`` picks it up without returning to Python.
+helpers in native memory instead, where ``end`` picks it up without returning to Python. Inside
+a torch program, another thread pool's threads serve the lane instead (:func:`set_lane_team`,
+``openmp_team``: torch's OpenMP threads, which spin between torch's operators on the cores
+gradops' helpers would need).
 
 Interrupts. Python runs a signal handler (Ctrl-C's KeyboardInterrupt) on the main thread between
 bytecodes, never inside a nogil kernel. So a large call made from the main thread runs its
@@ -237,8 +240,10 @@ def finish(counters):
 # addresses and sizes) and publishes it; a lingering helper calls the entry from ``end``. One
 # caller at a time owns the lane (``_lane_lock``). Claims name their task (``lane_claim``), so
 # a helper that arrives after its task ended claims nothing of the next one.
-_LANE_TASK, _LANE_ENTRY, _LANE_CLAIM, _LANE_FINISHED, _LANE_CHUNKS, _LANE_JOINED, _LANE_HELPERS = range(2, 9)
-LANE_ARGUMENTS = 9  # the task's own arguments start here
+# ``_LANE_AWAITED``: the task a foreign OpenMP team's threads wait for (``openmp_team``), 0 for none.
+(_LANE_TASK, _LANE_ENTRY, _LANE_CLAIM, _LANE_FINISHED, _LANE_CHUNKS, _LANE_JOINED, _LANE_HELPERS,
+ _LANE_AWAITED) = range(2, 10)
+LANE_ARGUMENTS = 10  # the task's own arguments start here
 _LANE_WORDS = LANE_ARGUMENTS + 8
 # A claim word: the task's number (its low 32 bits), the caller's next chunk from the front and
 # the helpers' next chunk from the back (16 bits each).
@@ -438,29 +443,60 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
     (``lane_claim``, ``lane_finish``) and returns 0, or 1 when ``lane_wait`` gave up waiting for
     a helper's chunk. A kernel may refuse its arguments by returning -1 before anything else:
     then this returns False. Helpers that were not lingering are woken for the next call, as
-    :func:`share` does."""
+    :func:`share` does. With a lane team (:func:`set_lane_team`), the team's threads take the
+    helpers' part instead, and this thread's helpers are left asleep."""
     global _last_helped
-    threads = thread_budget(items, moved_bytes, wake_bytes)
+    team = _lane_team if _lane_team_pid == os.getpid() else None
+    threads = thread_budget(items, moved_bytes, INLINE_BYTES if team else wake_bytes)
     if threads > 1 and _lane_lock.acquire(blocking=False):
-        if not _helpers_awake():
+        if team is None and not _helpers_awake():
             _wake_helpers(threads - 1)  # they join this task if they come in time, else the next
         try:
             chunks = min(items, threads * _CHUNKS_PER_THREAD, LANE_MAX_CHUNKS)
-            status = kernel(_epoch, entry(), threads - 1, chunks, *args)
-            while status > 0 and _epoch[_LANE_FINISHED] < chunks:  # a helper was preempted in a chunk
-                time.sleep(0)
+            if team is not None:
+                _epoch[_LANE_AWAITED] = _epoch[_LANE_TASK] + 1
+                team.start(threads)
+            try:
+                status = kernel(_epoch, entry(), threads - 1, chunks, *args)
+                while status > 0 and _epoch[_LANE_FINISHED] < chunks:  # a helper was preempted in a chunk
+                    time.sleep(0)
+            finally:
+                if team is not None:
+                    _epoch[_LANE_AWAITED] = 0  # a thread still waiting (the kernel refused) stops
+                    team.end()
             joined = _epoch[_LANE_JOINED]
         finally:
             _lane_lock.release()
-        if status >= 0 and joined:
-            _last_helped = time.perf_counter()
-        elif status >= 0:
-            _wake_helpers(threads - 1)
+        if team is None and status >= 0:
+            if joined:
+                _last_helped = time.perf_counter()
+            else:
+                _wake_helpers(threads - 1)
         return status >= 0
     if kernel(_epoch, 0, 0, 1, *args) < 0:
         return False
-    _wake_for_next_call(threads, items, moved_bytes)
+    if team is None:
+        _wake_for_next_call(threads, items, moved_bytes)
     return True
+
+
+# The lane team: an object with ``start(threads)``, which has ``threads - 1`` threads of another
+# thread pool wait for the lane task about to be published (``_LANE_AWAITED``) and serve it as
+# lingering helpers do, and ``end()``, which waits for them (``openmp_team``: torch's OpenMP
+# threads). None: the lane's helpers are this module's. Set in one process, not in its forks.
+_lane_team = None
+_lane_team_pid = 0
+
+
+def set_lane_team(team) -> None:
+    """Serve lane tasks with ``team`` (see ``_lane_team``) from now on; None: with this module's helpers."""
+    global _lane_team, _lane_team_pid
+    _lane_team, _lane_team_pid = team, os.getpid()
+
+
+def lane_address() -> int:
+    """The address of the lane's words (for a lane team's threads)."""
+    return _epoch.ctypes.data
 
 
 def _wake_helpers(count: int) -> None:
