@@ -3,16 +3,16 @@
 torch's OpenMP threads spin for a while after each of its parallel operators, waiting for the
 next one. On a machine with as many cores as threads, a gradops call right after a torch
 operator then finds the cores taken: its own helper threads (``pool``) are not scheduled, and
-the calling thread computes alone (B7 on 2 threads of a Zen 4: 180-190 us right after a torch
-ReLU, 105 back to back; docs/performance.md). The spinning threads themselves are idle, ready
-for work: so a lane task (``pool.share_lane``) is handed to them. ``GOMP_parallel_start`` wakes
-the calling thread's team (the one torch's operators use) with a native function
-(``_member``) that waits for the task the caller is about to publish and serves it as a
-lingering helper does (``pool.end``: the lane entry, chunks claimed from the back);
+the calling thread computes alone (docs/performance.md, "Decisions"). The spinning threads
+themselves are idle, ready for work: so a lane task (``pool.share_lane``) is handed to them.
+``GOMP_parallel_start`` wakes the calling thread's team (the one torch's operators use) with a
+native function (``_member``) that waits for the task the caller is about to publish and serves
+it as a lingering helper does (``pool.end``: the lane entry, chunks claimed from the back);
 ``GOMP_parallel_end`` waits for it. No Python runs on those threads, so neither the GIL nor a
-Python thread state is involved (a ctypes callback there took 40-60 us to start).
+Python thread state is involved.
 
-Only the lane's kernels (ReLU's select) run so; ``pool.share``'s kernels keep their own helpers.
+Only the lane's kernels (ReLU's select) run so; ``pool.share``'s kernels, whose arguments are
+Python objects, keep gradops' own helpers.
 """
 
 from __future__ import annotations
