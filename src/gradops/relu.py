@@ -31,7 +31,8 @@ __all__ = ["relu", "relu_grad", "ActivationReluDesc", "ActivationReluGradDesc", 
 RELU_DTYPES = tuple(np.dtype(t) for t in ("float32", "float16", "int32", "int16", "int8"))
 _FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 _INT_TYPES = (DataType.INT32, DataType.INT16, DataType.INT8)
-_RANKS = range(1, 9)
+_MAX_RANK = 8
+_RANKS = range(1, _MAX_RANK + 1)
 _DENSE_DTYPES = frozenset(RELU_DTYPES)
 # Ranks by feature level (SPEC 2.4 / 4.1): RELU 4-D at 1_0, 4..5-D at 2_0, 1..8-D from 3_0;
 # RELU_GRAD 1..4-D at 3_0 and 1..8-D from 3_1 ([DECISION] when a level is checked).
@@ -98,14 +99,18 @@ def _dense_arguments(x: object, dy: object, out: object) -> bool:
     an ``out`` that is None or such an array too, writeable and element-aligned. Whether ``out``
     overlaps an input is left to the fast kernel, which checks addresses before writing. Anything
     else takes the checked path, which also runs an ``out`` that is exactly an input."""
-    if not (type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype in _DENSE_DTYPES and dy.dtype == x.dtype
-            and dy.shape == x.shape and x.ndim in _RANKS and 0 < x.size <= MAX_ELEMENTS
-            and x.flags.c_contiguous and dy.flags.c_contiguous):
+    if type(x) is not np.ndarray or type(dy) is not np.ndarray:
+        return False
+    dtype, shape = x.dtype, x.shape  # each attribute read makes an object: read once
+    if not (dtype in _DENSE_DTYPES and dy.dtype == dtype and dy.shape == shape and 0 < len(shape) <= _MAX_RANK
+            and 0 < x.size <= MAX_ELEMENTS and x.flags.c_contiguous and dy.flags.c_contiguous):
         return False
     if out is None:
         return True
-    return (type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape and out.flags.c_contiguous
-            and out.flags.writeable and out.flags.aligned)
+    if type(out) is not np.ndarray or out.dtype != dtype or out.shape != shape:
+        return False
+    flags = out.flags
+    return flags.c_contiguous and flags.writeable and flags.aligned
 
 
 def _select_positive(x: np.ndarray, value: np.ndarray, out: np.ndarray, backend: str) -> None:
