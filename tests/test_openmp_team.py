@@ -47,13 +47,17 @@ def _run(body: str, **environment: str) -> dict:
 
 def test_torch_team_threads_serve_the_select_with_the_same_bits():
     """4 MiB selects (shared, below streaming) right after a torch operator: the team's thread
-    joins them (``_LANE_JOINED``) while gradops never starts a helper thread of its own."""
+    joins one (``_LANE_JOINED``; on a busy machine it may come after the caller has claimed every
+    chunk, so calls are repeated until it does) while gradops never starts a helper thread of its
+    own; every call gives the bits of ``torch.where``."""
     report = _run("""
-        same, joined = [], []
-        for seed in range(20):
-            same.append(relu_grad_through_torch((4, 16, 128, 128), seed))
-            joined.append(int(pool._epoch[pool._LANE_JOINED]))
-        print(json.dumps({"team": pool._lane_team is not None, "same": all(same), "joined": max(joined),
+        same, joined = True, 0
+        for seed in range(200):
+            same = relu_grad_through_torch((4, 16, 128, 128), seed) and same
+            joined = max(joined, int(pool._epoch[pool._LANE_JOINED]))
+            if joined and seed >= 4:
+                break
+        print(json.dumps({"team": pool._lane_team is not None, "same": same, "joined": joined,
                           "helpers": len(pool._helpers)}))
     """)
     assert report == {"team": True, "same": True, "joined": 1, "helpers": 0}

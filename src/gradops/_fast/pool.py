@@ -447,7 +447,7 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
     helpers' part instead, and this thread's helpers are left asleep."""
     global _last_helped
     team = _lane_team if _lane_team_pid == os.getpid() else None
-    threads = thread_budget(items, moved_bytes, INLINE_BYTES if team else wake_bytes)
+    threads = thread_budget(items, moved_bytes, wake_bytes if team is None else INLINE_BYTES)
     if threads > 1 and _lane_lock.acquire(blocking=False):
         if team is None and not _helpers_awake():
             _wake_helpers(threads - 1)  # they join this task if they come in time, else the next
