@@ -165,7 +165,7 @@ def _join(lane):
 
 
 def test_lane_claims_from_both_ends_and_name_their_task():
-    lane = np.zeros(pool._LANE_WORDS, np.int64)
+    lane = np.zeros(pool.LANE_WORDS, np.int64)
     task = _publish(lane, 5, 1)
     claims = [_claim(lane, task, from_back) for from_back in (False, True, False, True, False, True, False)]
     assert claims == [0, 4, 1, 3, 2, -1, -1]

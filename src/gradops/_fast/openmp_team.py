@@ -6,8 +6,8 @@ operator then finds the cores taken: its own helper threads (``pool``) are not s
 the calling thread computes alone (docs/performance.md, "Decisions"). The spinning threads
 themselves are idle, ready for work: so a lane task (``pool.share_lane``) is handed to them.
 ``GOMP_parallel_start`` wakes the calling thread's team (the one torch's operators use) with a
-native function (``_member``) that waits for the task the caller is about to publish and serves
-it as a lingering helper does (``pool.end``: the lane entry, chunks claimed from the back);
+native function (``_member``: ``pool.serve_awaited``) that waits for the task the caller is about to
+publish and serves it as a lingering helper does (the lane entry, chunks claimed from the back);
 ``GOMP_parallel_end`` waits for it. No Python runs on those threads, so neither the GIL nor a
 Python thread state is involved.
 
@@ -33,15 +33,7 @@ def _member() -> int:
 
     @cfunc(types.void(types.voidptr), cache=True, nogil=True)
     def member(lane_address):
-        lane = carray(lane_address, (pool._LANE_WORDS,), np.int64)
-        while True:
-            awaited = pool._atomic_load(lane, pool._LANE_AWAITED)
-            task = pool._atomic_load(lane, pool._LANE_TASK)
-            if awaited == 0 or task > awaited:
-                return
-            if task == awaited:
-                pool._call_entry(pool._atomic_load(lane, pool._LANE_ENTRY), lane, task)
-                return
+        pool.serve_awaited(carray(lane_address, (pool.LANE_WORDS,), np.int64))
 
     return member.address
 

@@ -214,9 +214,29 @@ def end(epoch, role, seen):
             task = _atomic_load(epoch, _LANE_TASK)
             if task != served and task > 0:  # task 0: none was ever published
                 served = task
-                _call_entry(_atomic_load(epoch, _LANE_ENTRY), epoch, task)
+                _serve_task(epoch, task)
                 rounds = 0
             rounds += 1
+
+
+@njit(inline="always")
+def _serve_task(lane, task):
+    """Take part in lane task ``task`` through its entry (which joins, claims and computes)."""
+    _call_entry(_atomic_load(lane, _LANE_ENTRY), lane, task)
+
+
+@njit(inline="always")
+def serve_awaited(lane):
+    """A lane team's thread (``set_lane_team``): wait for the task its caller is about to publish
+    (``_LANE_AWAITED``) and serve it; return when the caller gives up on it (0) or a later one is."""
+    while True:
+        awaited = _atomic_load(lane, _LANE_AWAITED)
+        task = _atomic_load(lane, _LANE_TASK)
+        if awaited == 0 or task > awaited:
+            return
+        if task == awaited:
+            _serve_task(lane, task)
+            return
 
 
 @njit(inline="always")
@@ -244,7 +264,7 @@ def finish(counters):
 (_LANE_TASK, _LANE_ENTRY, _LANE_CLAIM, _LANE_FINISHED, _LANE_CHUNKS, _LANE_JOINED, _LANE_HELPERS,
  _LANE_AWAITED) = range(2, 10)
 LANE_ARGUMENTS = 10  # the task's own arguments start here
-_LANE_WORDS = LANE_ARGUMENTS + 8
+LANE_WORDS = LANE_ARGUMENTS + 8
 # A claim word: the task's number (its low 32 bits), the caller's next chunk from the front and
 # the helpers' next chunk from the back (16 bits each).
 _TASK_MASK, _CHUNK_MASK = (1 << 32) - 1, (1 << 16) - 1
@@ -340,23 +360,26 @@ _helpers: list[queue.SimpleQueue] = []
 _helpers_lock = threading.Lock()
 _helpers_pid = os.getpid()  # helper threads do not survive a fork
 # [tasks announced, rounds a helper lingers, the lane]; the rounds are calibrated when helpers start.
-_epoch = np.zeros(_LANE_WORDS, np.int64)
+_epoch = np.zeros(LANE_WORDS, np.int64)
 _lane_lock = threading.Lock()
+_lane_team = None  # set_lane_team's; a fork's child has none (_reset_lane_in_child)
 
 
-def _unlock_lane_in_child() -> None:
-    """A fork copies the lane's lock as some thread held it; that thread is not in the child."""
-    global _lane_lock
+def _reset_lane_in_child() -> None:
+    """A fork copies the lane's lock as some thread held it, and the lane's team as the parent's
+    threads make it up; neither thread is in the child, whose lane is served by its own helpers."""
+    global _lane_lock, _lane_team
     _lane_lock = threading.Lock()
+    _lane_team = None
 
 
-os.register_at_fork(after_in_child=_unlock_lane_in_child)
+os.register_at_fork(after_in_child=_reset_lane_in_child)
 
 
 def _calibrate_linger() -> int:
     """Rounds of ``end`` in ``_HELPER_SPIN_SECONDS``, from the fastest of a few timings (a timing
     the OS interrupted would make helpers give up waiting too soon)."""
-    probe = np.zeros(_LANE_WORDS, np.int64)
+    probe = np.zeros(LANE_WORDS, np.int64)
     probe[1] = 1 << 16
     counters = np.zeros(3, np.int64)  # the task of epoch 0, which stays current
     _linger(counters, probe, HELPER)  # compile or load
@@ -446,7 +469,7 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
     :func:`share` does. With a lane team (:func:`set_lane_team`), the team's threads take the
     helpers' part instead, and this thread's helpers are left asleep."""
     global _last_helped
-    team = _lane_team if _lane_team_pid == os.getpid() else None
+    team = _lane_team
     threads = thread_budget(items, moved_bytes, wake_bytes if team is None else INLINE_BYTES)
     if threads > 1 and _lane_lock.acquire(blocking=False):
         if team is None and not _helpers_awake():
@@ -480,18 +503,12 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
     return True
 
 
-# The lane team: an object with ``start(threads)``, which has ``threads - 1`` threads of another
-# thread pool wait for the lane task about to be published (``_LANE_AWAITED``) and serve it as
-# lingering helpers do, and ``end()``, which waits for them (``openmp_team``: torch's OpenMP
-# threads). None: the lane's helpers are this module's. Set in one process, not in its forks.
-_lane_team = None
-_lane_team_pid = 0
-
-
 def set_lane_team(team) -> None:
-    """Serve lane tasks with ``team`` (see ``_lane_team``) from now on; None: with this module's helpers."""
-    global _lane_team, _lane_team_pid
-    _lane_team, _lane_team_pid = team, os.getpid()
+    """Serve lane tasks with ``team`` from now on: an object whose ``start(threads)`` has ``threads
+    - 1`` threads of another pool run ``serve_awaited`` and whose ``end()`` waits for them
+    (``openmp_team``: torch's OpenMP threads); None: with this module's helpers."""
+    global _lane_team
+    _lane_team = team
 
 
 def lane_address() -> int:
