@@ -17,6 +17,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("gradops.torch")
 
+from gradops._fast.pool import ALONE, CALLER  # noqa: E402
+
 pytestmark = pytest.mark.peers
 
 _PRELUDE = """
@@ -100,3 +102,89 @@ def test_the_team_can_be_declined_and_is_not_used_in_a_fork():
         print(json.dumps({"child": os.waitstatus_to_exitcode(status)}))
     """)
     assert forked == {"child": 0}
+
+
+def test_torch_team_threads_take_chunks_of_a_shared_kernel():
+    """``pool.share``'s kernels run on the team too, through their entries (``team_share``): of
+    a task's two chunks, the thread that claims one waits until another thread claims the other,
+    and that thread is the team's (role ALONE), not a helper of gradops' (HELPER) nor the caller
+    after giving up waiting (CALLER). The kernel's first call compiles it and runs as without a
+    team; the entry is made on the next."""
+    report = _run("""
+        from numba import njit
+        from gradops._fast.pool import _atomic_load, begin, claim, end, finish
+
+        @njit(nogil=True)
+        def who_claims(counters, epoch, role, chunks, claimed_by, patience):
+            seen = begin(counters, epoch, role)
+            while True:
+                chunk = claim(counters)
+                if chunk >= chunks:
+                    end(epoch, role, seen)
+                    return
+                claimed_by[chunk] = role
+                for _ in range(patience):
+                    if _atomic_load(counters, 0) > 1:
+                        break
+                finish(counters)
+
+        relu_grad_through_torch((2, 8), 0)  # a gradops.torch call: the team is joined
+        claims = []
+        for attempt in range(5):
+            claimed_by = np.full(2, -1, np.int64)
+            torch.relu(torch.ones(1 << 16))
+            pool.share(who_claims, 2, 1 << 30, claimed_by, 1 << 34)
+            claims.append(sorted(claimed_by.tolist()))
+        print(json.dumps({"later": claims[1:]}))
+    """)
+    assert report == {"later": [sorted([CALLER, ALONE])] * 4}
+
+
+def test_shared_depthwise_and_resample_calls_after_torch_keep_their_bits():
+    """B7's layer (batch 1, 112x112x32, 3x3) and a 2x linear resample gradient, each right after a
+    torch operator, through the team's entries: the bits of the same calls made before the team
+    was joined (which the kernels' own tests check against brute-force sums)."""
+    report = _run("""
+        from gradops._fast import team_share
+        rng = np.random.default_rng(5)
+        dy, f = rng.standard_normal((1, 112, 112, 32), np.float32), rng.standard_normal((3, 3, 32, 1), np.float32)
+        g = rng.standard_normal((4, 64, 64, 16), np.float32)
+        def calls():
+            torch.relu(torch.ones(1 << 16))
+            dx = gradops.depthwise_conv2d_native_backprop_input(dy.shape, f, dy, (1, 1, 1, 1), "SAME")
+            torch.relu(torch.ones(1 << 16))
+            return dx, gradops.resample_grad(g, (4, 32, 32, 16), mode="linear")
+        before = calls()
+        relu_grad_through_torch((2, 8), 0)  # joins the team
+        same = True
+        for _ in range(4):
+            same = all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(calls(), before)) and same
+        print(json.dumps({"same": same, "entries": sum(1 for address in team_share._entries.values() if address),
+                          "helpers": len(pool._helpers)}))
+    """)
+    assert report["same"] and report["entries"] == 2
+
+
+def test_a_first_call_asks_the_compile_process_for_the_entry(tmp_path):
+    """With an empty kernel cache and the default first calls (``numpy``), nothing compiles in
+    the calling process: the calls are answered meanwhile (NumPy tier, then the kernel with
+    gradops' helpers) with the same bits, and the compile process makes the entry, which later
+    calls load from the disk cache and use."""
+    report = _run("""
+        import time
+        from gradops._fast import first_calls, team_share
+        rng = np.random.default_rng(6)
+        dy, f = rng.standard_normal((1, 56, 56, 32), np.float32), rng.standard_normal((3, 3, 32, 1), np.float32)
+        relu_grad_through_torch((2, 8), 0)  # joins the team
+        first = gradops.depthwise_conv2d_native_backprop_input(dy.shape, f, dy, (1, 1, 1, 1), "SAME")
+        same, deadline = True, time.monotonic() + 240
+        while not any(team_share._entries.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            torch.relu(torch.ones(1 << 16))
+            dx = gradops.depthwise_conv2d_native_backprop_input(dy.shape, f, dy, (1, 1, 1, 1), "SAME")
+            same = np.array_equal(dx.view(np.uint32), first.view(np.uint32)) and same
+        asked = {recipe[1]: status for (recipe, _), status in first_calls.compile_status().items()}
+        print(json.dumps({"entry": any(team_share._entries.values()), "same": same,
+                          "asked": asked.get("team_entry")}))
+    """, GRADOPS_FIRST_CALLS="numpy", NUMBA_CACHE_DIR=str(tmp_path))
+    assert report == {"entry": True, "same": True, "asked": "done"}

@@ -117,6 +117,25 @@ def before_compile(dispatcher: Any, signature: tuple) -> None:
     raise KernelNotReady(recipe, signature)
 
 
+def compiles_here(recipe: tuple, signature: tuple | None) -> bool:
+    """Whether a kernel that is not in the disk cache compiles in this thread now, by the rules of
+    :func:`before_compile` (for what numba raises no compile event for: ``team_share``'s entries);
+    else it goes to the compile process (:func:`request`)."""
+    return (_read_mode() == "compile" or not getattr(thread_state, "gated", False)
+            or _compiles.refused(recipe, signature))
+
+
+def request(recipe: tuple, signature: tuple | None) -> None:
+    """Ask the compile process for a kernel, once: ``make_kernel(recipe).compile(signature)``, or
+    for a signature None ``make_kernel(recipe)`` alone (a factory whose making compiles)."""
+    _compiles.request(recipe, signature)
+
+
+def status(recipe: tuple, signature: tuple | None) -> str | None:
+    """``pending``, ``done`` or ``failed`` for a kernel asked of the compile process, else None."""
+    return _compiles.status_of(recipe, signature)
+
+
 def run_gated(compute: Callable[..., None], arguments: tuple, numpy_tier: Callable[..., None],
               tier_fits: Callable[..., bool], tier_arguments: tuple) -> None:
     """``compute(*arguments)``, or, when it needs a kernel compiled first (and the mode is
@@ -168,6 +187,9 @@ class _Compiles:
         """Whether the kernel must compile in the calling process: it failed in the compile
         process, or was compiled there and still missed the cache (another numba target, say)."""
         return self._status.get((recipe, signature)) in ("failed", "done")
+
+    def status_of(self, recipe: tuple, signature: tuple | None) -> str | None:
+        return self._status.get((recipe, signature))
 
     def status(self) -> dict[tuple, str]:
         """Every kernel asked for, and whether it is ``pending``, ``done`` or ``failed``."""

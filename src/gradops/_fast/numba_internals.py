@@ -12,6 +12,8 @@ to say these things, so a numba release that changes one of them is adapted to h
   (``pool.thread_count``).
 * ``threading_layer_started``: whether numba's threading layer is up (``gradops.torch``).
 * ``codegen_cpu``: the CPU name and features numba generates code for (``target.codegen_target``).
+* ``cached_cfunc``: a ``numba.cfunc`` taken from the disk cache, or compiled only when allowed
+  (``team_share``'s entries, which the compile process makes).
 * ``NO_REFCOUNT``: the jit option that compiles a function without reference counting of its
   array arguments (``_fast/__init__`` says why), and ``row_njit``, ``njit`` with it.
 
@@ -27,7 +29,9 @@ from typing import Callable
 
 import numba
 from numba import njit
-from numba.core import bytecode, caching
+from numba.core import bytecode, caching, sigutils
+from numba.core.ccallback import CFunc
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.np.ufunc import parallel as _parallel
 
@@ -87,3 +91,24 @@ def codegen_cpu() -> tuple[str | None, str | None]:
     """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` as numba read them (None: the host's)."""
     return numba.config.CPU_NAME, numba.config.CPU_FEATURES
 
+
+
+def cached_cfunc(function: Callable, signature, *, compile_if_missing: bool) -> CFunc | None:
+    """``numba.cfunc(signature, cache=True, nogil=True)(function)``, but None instead of a compile
+    when the disk cache lacks it and ``compile_if_missing`` is False (numba's decorator compiles
+    on every miss, and raises no ``numba:compile`` event for a cfunc that ``first_calls`` could
+    refuse)."""
+    arguments, return_type = sigutils.normalize_signature(signature)
+    made = CFunc(function, (arguments, return_type), locals={}, options={"nogil": True})
+    made.enable_caching()
+    with global_compiler_lock:  # as numba's CFunc.compile, which this is without its compile on a miss
+        compiled = made._cache.load_overload(made._sig, made._targetdescr.target_context)
+        if compiled is None:
+            if not compile_if_missing:
+                return None
+            compiled = made._compile_uncached()
+            made._cache.save_overload(made._sig, compiled)
+    made._library = compiled.library
+    made._wrapper_name = compiled.fndesc.llvm_cfunc_wrapper_name
+    made._wrapper_address = made._library.get_pointer_to_function(made._wrapper_name)
+    return made

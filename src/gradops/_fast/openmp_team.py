@@ -11,8 +11,8 @@ publish and serves it as a lingering helper does (the lane entry, chunks claimed
 ``GOMP_parallel_end`` waits for it. No Python runs on those threads, so neither the GIL nor a
 Python thread state is involved.
 
-Only the lane's kernels (ReLU's select) run so; ``pool.share``'s kernels, whose arguments are
-Python objects, keep gradops' own helpers.
+``pool.share``'s kernels, whose arguments are Python objects, run so through a native entry
+each (``team_share``), once it is compiled; until then with gradops' own helpers.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from typing import Callable
 
 import numpy as np
 from numba import carray, cfunc, types
 
-from . import pool
+from . import pool, team_share
 
 
 @functools.cache
@@ -46,9 +47,24 @@ class OpenMPTeam:
         self._start.argtypes, self._start.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint], None
         self._end.argtypes, self._end.restype = [], None
         self._lane = pool.lane_address()
+        self._lane_words = pool.lane_words()
 
     def start(self, threads: int) -> None:
         self._start(_member(), self._lane, threads)
+
+    def start_share(self, kernel: Callable, counters: np.ndarray, chunks: int, args: tuple,
+                    threads: int) -> np.ndarray | None:
+        """Start ``threads - 1`` team threads on ``pool.share``'s ``kernel`` (``team_share``):
+        they claim chunks on ``counters`` until :meth:`end`. Returns the packed words, which the
+        team reads until then; None, and nothing started, while the kernel's entry is not ready."""
+        values = (counters, self._lane_words, chunks, *args)
+        words = np.empty(team_share.WORDS, np.int64)
+        address = team_share.pack_words(words, values)
+        entry = team_share.entry_for(kernel, int(words[0]), values)
+        if not entry:
+            return None
+        self._start(entry, address, threads)
+        return words
 
     def end(self) -> None:
         self._end()

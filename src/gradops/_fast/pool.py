@@ -29,12 +29,11 @@ a torch program, another thread pool's threads serve the lane instead (:func:`se
 ``openmp_team``: torch's OpenMP threads, which spin between torch's operators on the cores
 gradops' helpers would need).
 
-Interrupts. Python runs a signal handler (Ctrl-C's KeyboardInterrupt) on the main thread between
-bytecodes, never inside a nogil kernel. So a large call made from the main thread runs its
-caller's share on a proxy thread while the main thread waits interruptibly; on an interrupt it
-pushes the claim counter past the last chunk (:func:`_cancel`), so that every thread stops after
-the chunk it is computing, waits for those chunks and re-raises. The pool is then as after any
-call. Which thread computes a chunk never changes its result, so the bits are the same.
+Inside a torch program, ``share``'s kernels run on that same team too, through a native entry per
+kernel (``team_share``) once it is compiled.
+
+Interrupts: a large call from the main thread runs its caller's share on a proxy thread, so that
+Ctrl-C stops it after the chunks being computed (``interrupts``, :func:`_cancel`).
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from numba.extending import intrinsic
 
 from .._output_cache import lent
 from .first_calls import KernelNotReady, thread_state
+from .interrupts import run_interruptibly
 from .numba_internals import native_thread_count
 
 # Chunks of work items per thread, claimed dynamically: enough to even out items of unequal cost
@@ -429,13 +429,17 @@ def _wake_for_next_call(threads: int, items: int, moved_bytes: int) -> None:
 
 def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int = INLINE_BYTES) -> None:
     """Run ``kernel(counters, epoch, role, chunks, *args)`` over ``items`` work items on this thread and
-    on as many helper threads as :func:`thread_budget` gives."""
+    on as many helper threads as :func:`thread_budget` gives; with a lane team (:func:`set_lane_team`),
+    on the team's threads instead, once the kernel's entry is ready (``team_share``)."""
     global _last_helped
-    threads = thread_budget(items, moved_bytes, wake_bytes)
+    team = _lane_team
+    threads = thread_budget(items, moved_bytes, wake_bytes if team is None else INLINE_BYTES)
     chunks = min(items, threads * _CHUNKS_PER_THREAD)
     counters = np.zeros(3, np.int64)  # [next chunk to claim, chunks computed, the task's epoch]
-    _wake_for_next_call(threads, items, moved_bytes)
-    if threads > 1:
+    team_words = None if team is None or threads == 1 else team.start_share(kernel, counters, chunks, args, threads)
+    if team is None:
+        _wake_for_next_call(threads, items, moved_bytes)
+    if threads > 1 and team_words is None:
         # What the caller's ``begin`` will announce (if another thread's call announces first, a
         # helper merely stops lingering early).
         counters[2] = _epoch[0] + 1
@@ -443,17 +447,21 @@ def share(kernel: Callable, items: int, moved_bytes: int, *args, wake_bytes: int
         # their data only in chunks it claimed; so helpers may hold lent views.
         _start_helpers(threads - 1, kernel, (counters, _epoch, HELPER, chunks, *lent(args)))
     role = CALLER if threads > 1 else ALONE
-    if moved_bytes >= _INTERRUPTIBLE_BYTES and threading.current_thread() is threading.main_thread():
-        _run_interruptibly(kernel, counters, role, chunks, args)
-    else:
-        kernel(counters, _epoch, role, chunks, *args)
+    try:
+        if moved_bytes >= _INTERRUPTIBLE_BYTES and threading.current_thread() is threading.main_thread():
+            run_interruptibly(kernel, (counters, _epoch, role, chunks, *args), lambda: _cancel(counters))
+        else:
+            kernel(counters, _epoch, role, chunks, *args)
+    finally:
+        if team_words is not None:
+            team.end()  # waits for the team's chunks
     # Wait for the helpers' claimed chunks: spin briefly (a chunk is short), then yield the CPU
     # (a helper may have been preempted).
     deadline = time.perf_counter() + _CALLER_SPIN_SECONDS
     while counters[1] < chunks:
         if time.perf_counter() > deadline:
             time.sleep(0)
-    if threads > 1:
+    if threads > 1 and team_words is None:
         _last_helped = time.perf_counter()
 
 
@@ -504,9 +512,10 @@ def share_lane(kernel: Callable, entry: Callable[[], int], items: int, moved_byt
 
 
 def set_lane_team(team) -> None:
-    """Serve lane tasks with ``team`` from now on: an object whose ``start(threads)`` has ``threads
-    - 1`` threads of another pool run ``serve_awaited`` and whose ``end()`` waits for them
-    (``openmp_team``: torch's OpenMP threads); None: with this module's helpers."""
+    """Serve lane tasks and ``share``'s tasks with ``team`` from now on: an object whose ``start(threads)``
+    has ``threads - 1`` threads of another pool run ``serve_awaited``, whose ``start_share(kernel,
+    counters, chunks, args, threads)`` has them run ``kernel`` (or returns None) and whose ``end()``
+    waits for them (``openmp_team``: torch's OpenMP threads); None: with this module's helpers."""
     global _lane_team
     _lane_team = team
 
@@ -514,6 +523,11 @@ def set_lane_team(team) -> None:
 def lane_address() -> int:
     """The address of the lane's words (for a lane team's threads)."""
     return _epoch.ctypes.data
+
+
+def lane_words() -> np.ndarray:
+    """The lane's words, a kernel's ``epoch`` (for a team's threads running ``share``'s kernels)."""
+    return _epoch
 
 
 def _wake_helpers(count: int) -> None:
@@ -524,61 +538,6 @@ def _wake_helpers(count: int) -> None:
     counters[2] = _epoch[0]  # the current epoch: they linger until the next task is announced
     _start_helpers(count, _linger, (counters, _epoch, HELPER), only_idle=True)
     _last_helped = time.perf_counter()
-
-
-def _run_interruptibly(kernel: Callable, counters: np.ndarray, role: int, chunks: int, args: tuple) -> None:
-    """The caller's share of ``kernel`` on the proxy thread; the main thread waits, and on an
-    exception (KeyboardInterrupt from a signal handler) cancels the call, waits until no thread
-    is computing a chunk of it any more, and re-raises."""
-    done = threading.Event()
-    errors: list[BaseException] = []
-    _proxy().put((kernel, (counters, _epoch, role, chunks, *args), done, errors,
-                  getattr(thread_state, "gated", False)))
-    try:
-        done.wait()
-    except BaseException:
-        claimed = min(int(_cancel(counters)), chunks)
-        _wait_uninterrupted(lambda: done.is_set() and counters[1] >= claimed)
-        raise
-    if errors:
-        raise errors[0]
-
-
-def _wait_uninterrupted(finished: Callable[[], bool]) -> None:
-    """Wait for ``finished()``: a chunk or two, during which a further interrupt is deferred."""
-    pending: BaseException | None = None
-    while not finished():
-        try:
-            time.sleep(1e-3)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, once the threads are idle
-            pending = exc
-    if pending is not None:
-        raise pending
-
-
-_proxy_tasks: queue.SimpleQueue | None = None
-_proxy_pid = 0
-
-
-def _proxy() -> queue.SimpleQueue:
-    """The queue of the thread that runs the main thread's share of interruptible calls."""
-    global _proxy_tasks, _proxy_pid
-    with _helpers_lock:
-        if _proxy_tasks is None or _proxy_pid != os.getpid():  # threads do not survive a fork
-            _proxy_tasks, _proxy_pid = queue.SimpleQueue(), os.getpid()
-            threading.Thread(target=_serve_proxy, args=(_proxy_tasks,), daemon=True, name="gradops-caller").start()
-        return _proxy_tasks
-
-
-def _serve_proxy(tasks: queue.SimpleQueue) -> None:
-    while True:
-        kernel, args, done, errors, thread_state.gated = tasks.get()  # the caller's gate (first_calls)
-        try:
-            kernel(*args)
-        except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
-            errors.append(exc)
-        done.set()
-        del kernel, args, done, errors  # the arrays of a finished call must not outlive it
 
 
 def _start_helpers(count: int, kernel: Callable, args: tuple, *, only_idle: bool = False) -> None:
