@@ -101,11 +101,15 @@ def test_words_too_many_for_an_entry_are_refused_at_typing():
 
 
 def test_an_entry_compiled_in_one_process_loads_from_the_disk_cache_in_another():
-    """The entry's cache key names its kernel by recipe: a second process finds it without
-    compiling (``compile_if_missing=False``). Keyed by the dispatcher object, whose pickle holds a
-    per-process id, every process would compile it again (about a second each)."""
+    """The entry's cache key is text (the kernel's recipe, the values' types): a second process
+    finds it without compiling (``compile_if_missing=False``), although it made other numba types
+    first. Keyed by the pickle of the closure (numba's way), it would not: a numba type pickles
+    with its number in the process's sequence of types, and a dispatcher with a per-process id;
+    every process would compile its entries again (about two seconds each)."""
     program = textwrap.dedent("""
         import json, sys, numpy as np, numba
+        if sys.argv[1] == "load":  # types made first: later ones get other numbers than in the first process
+            made_first = [numba.types.Array(numba.types.float32, ndim, "A") for ndim in range(1, 9)]
         from gradops._fast import pool, relu, team_share
         values = (np.zeros(3, np.int64), pool.lane_words(), 1, np.array([5, 7], np.int64),
                   np.zeros(4, np.uint32), 0, np.array([1, 1], np.int64), np.zeros(4, np.uint32), 0,

@@ -12,8 +12,8 @@ to say these things, so a numba release that changes one of them is adapted to h
   (``pool.thread_count``).
 * ``threading_layer_started``: whether numba's threading layer is up (``gradops.torch``).
 * ``codegen_cpu``: the CPU name and features numba generates code for (``target.codegen_target``).
-* ``cached_cfunc``: a ``numba.cfunc`` taken from the disk cache, or compiled only when allowed
-  (``team_share``'s entries, which the compile process makes).
+* ``cached_cfunc``: a ``numba.cfunc`` taken from the disk cache under a key given as text, or
+  compiled only when allowed (``team_share``'s entries, which the compile process makes).
 * ``NO_REFCOUNT``: the jit option that compiles a function without reference counting of its
   array arguments (``_fast/__init__`` says why), and ``row_njit``, ``njit`` with it.
 
@@ -24,6 +24,7 @@ numba's documented extension API (``numba.extending``, ``numba.core.cgutils`` in
 from __future__ import annotations
 
 import functools
+import hashlib
 import secrets
 from typing import Callable
 
@@ -93,14 +94,30 @@ def codegen_cpu() -> tuple[str | None, str | None]:
 
 
 
-def cached_cfunc(function: Callable, signature, *, compile_if_missing: bool) -> CFunc | None:
-    """``numba.cfunc(signature, cache=True, nogil=True)(function)``, but None instead of a compile
-    when the disk cache lacks it and ``compile_if_missing`` is False (numba's decorator compiles
-    on every miss, and raises no ``numba:compile`` event for a cfunc that ``first_calls`` could
-    refuse)."""
+class _KeyedFunctionCache(caching.FunctionCache):
+    """numba's cache of one function, with the closure's part of its index key given as text:
+    numba hashes the pickle of the closure's values, and a numba type pickles with a number
+    that counts the types made before it in the process (``Type._code``), so a closure holding
+    types would be found only by a process that made the same types in the same order."""
+
+    def __init__(self, py_func: Callable, key: str) -> None:
+        super().__init__(py_func)
+        self._closure_key = key
+
+    def _index_key(self, sig, codegen):
+        digest = [hashlib.sha256(data).hexdigest() for data in (self._py_func.__code__.co_code,
+                                                                 self._closure_key.encode())]
+        return sig, codegen.magic_tuple(), tuple(digest)
+
+
+def cached_cfunc(function: Callable, signature, *, key: str, compile_if_missing: bool) -> CFunc | None:
+    """``numba.cfunc(signature, cache=True, nogil=True)(function)``, cached under ``key`` (which must
+    name everything its closure holds), but None instead of a compile when the disk cache lacks
+    it and ``compile_if_missing`` is False (numba's decorator compiles on every miss, and raises
+    no ``numba:compile`` event for a cfunc that ``first_calls`` could refuse)."""
     arguments, return_type = sigutils.normalize_signature(signature)
     made = CFunc(function, (arguments, return_type), locals={}, options={"nogil": True})
-    made.enable_caching()
+    made._cache = _KeyedFunctionCache(function, key)
     with global_compiler_lock:  # as numba's CFunc.compile, which this is without its compile on a miss
         compiled = made._cache.load_overload(made._sig, made._targetdescr.target_context)
         if compiled is None:

@@ -10,10 +10,11 @@ nor announces anything. The calling thread runs its own share as before; the tea
 for the team's chunks. Which thread computes a chunk never changes its result (``pool``), so the
 bits are the same.
 
-An entry links its kernel, so compiling one takes about a second: like a kernel, it is made in
-the compile process (``first_calls``) while calls go on with ``pool``'s own helpers, and is
-kept in the disk cache. Its cache key names the kernel by its recipe (a ``_KernelKey`` type),
-never by the dispatcher object, whose pickle differs in every process.
+An entry links its kernel, so compiling one takes about two seconds: like a kernel, it is made
+in the compile process (``first_calls``) while calls go on with ``pool``'s own helpers, and is
+kept in the disk cache. Its cache key is text: the kernel's recipe and the values' types
+(``numba_internals.cached_cfunc``); the dispatcher object and numba's type objects pickle
+differently in every process.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from llvmlite import ir
 from numba import carray, njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
 from . import first_calls
@@ -135,36 +136,13 @@ def _load_words(typingctx, words, values_ref):
     return values_type(words, values_ref), codegen
 
 
-class _KernelKey(types.Dummy):
-    """A kernel named by its recipe (``first_calls.recipe_of``), as a type: an entry's closure
-    holds it, so its disk-cache key is the same in every process."""
-
-    def __init__(self, recipe: tuple) -> None:
-        self.recipe = recipe
-        super().__init__(f"gradops_kernel{recipe!r}")
-
-
-def _run_kernel(kernel_key, values):
-    """Run the kernel ``kernel_key`` names on ``values`` with role ALONE (jitted code only)."""
-
-
-@overload(_run_kernel, jit_options={"nogil": True})
-def _run_kernel_typed(kernel_key, values):
-    kernel = first_calls.make_kernel(kernel_key.instance_type.recipe)
-
-    def run(kernel_key, values):
-        # int64, as from Python: a literal role would compile a second copy of the kernel
-        kernel(values[0], values[1], np.int64(ALONE), values[2], *values[3:])
-    return run
-
-
-def _entry_function(kernel_key: types.TypeRef, values_type: types.TypeRef) -> Callable[[Any], None]:
-    """The Python function of an entry (``kernel_key`` and ``values_type``: its closure, and so its
-    cache key)."""
+def _entry_function(kernel: Any, values_type: types.Type) -> Callable[[Any], None]:
+    """The Python function of ``kernel``'s entry for packed values of ``values_type``."""
 
     def entry(address):
-        words = carray(address, (WORDS,), np.int64)
-        _run_kernel(kernel_key, _load_words(words, values_type))
+        values = _load_words(carray(address, (WORDS,), np.int64), values_type)
+        # role int64, as from Python: a literal would compile a second copy of the kernel
+        kernel(values[0], values[1], np.int64(ALONE), values[2], *values[3:])
     return entry
 
 
@@ -172,8 +150,8 @@ def team_entry(kernel_recipe: tuple, values_type: types.Type, compile_if_missing
     """The address of the entry of the kernel ``kernel_recipe`` names for packed values of
     ``values_type``; 0 when it is not in the disk cache and ``compile_if_missing`` is False. (The
     compile process calls it, by its recipe, to compile one.)"""
-    made = cached_cfunc(_entry_function(_KernelKey(kernel_recipe), values_type), types.void(types.voidptr),
-                        compile_if_missing=compile_if_missing)
+    made = cached_cfunc(_entry_function(first_calls.make_kernel(kernel_recipe), values_type), types.void(types.voidptr),
+                        key=f"{kernel_recipe!r} {values_type}", compile_if_missing=compile_if_missing)
     return 0 if made is None else made.address
 
 
