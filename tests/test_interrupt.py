@@ -19,6 +19,8 @@ pytest.importorskip("numba")
 SCRIPT = r"""
 import os, signal, sys, threading, time
 import numpy as np, gradops
+# Python leaves SIGINT ignored when it starts so (a shell's background job, say): Ctrl-C's default
+signal.signal(signal.SIGINT, signal.default_int_handler)
 x = np.random.default_rng(0).standard_normal((1, 512, 512, 64)).astype(np.float32)
 f = np.ones((15, 15, 64, 1), np.float32)
 call = lambda a: gradops.depthwise_conv2d_native(a, f, [1, 1, 1, 1], "SAME", backend="fast")

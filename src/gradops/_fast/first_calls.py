@@ -117,14 +117,6 @@ def before_compile(dispatcher: Any, signature: tuple) -> None:
     raise KernelNotReady(recipe, signature)
 
 
-def compiles_here(recipe: tuple, signature: tuple | None) -> bool:
-    """Whether a kernel that is not in the disk cache compiles in this thread now, by the rules of
-    :func:`before_compile` (for what numba raises no compile event for: ``team_share``'s entries);
-    else it goes to the compile process (:func:`request`)."""
-    return (_read_mode() == "compile" or not getattr(thread_state, "gated", False)
-            or _compiles.refused(recipe, signature))
-
-
 def request(recipe: tuple, signature: tuple | None) -> None:
     """Ask the compile process for a kernel, once: ``make_kernel(recipe).compile(signature)``, or
     for a signature None ``make_kernel(recipe)`` alone (a factory whose making compiles)."""

@@ -167,7 +167,7 @@ def entry_for(kernel: Any, stamp: int, values: tuple) -> int:
 
 
 def _find_entry(kernel: Any, stamp: int, values: tuple) -> int:
-    """Load or compile the entry (as ``first_calls`` would a kernel), or ask the compile process."""
+    """Load the entry, or compile it, or ask the compile process for it."""
     key = (kernel, stamp)
     recipe = _awaited.get(key)
     if recipe is None:
@@ -180,9 +180,13 @@ def _find_entry(kernel: Any, stamp: int, values: tuple) -> int:
         if signature not in kernel.overloads:
             return 0  # the kernel itself first: its call compiles or refuses it as without a team
         recipe = _awaited[key] = (__name__, "team_entry", (kernel_recipe, values_type))
-    if first_calls.status(recipe, None) == "pending":
+    status = first_calls.status(recipe, None)
+    if status == "pending":
         return 0
-    address = team_entry(*recipe[2], compile_if_missing=first_calls.compiles_here(recipe, None))
+    # Never compiled in a call but where every kernel is (``compile``), or where the compile
+    # process failed on it or made it for another target: the helpers are always there instead.
+    here = first_calls.mode() == "compile" or status in ("done", "failed")
+    address = team_entry(*recipe[2], compile_if_missing=here)
     if address:
         _entries[key] = address
         _awaited.pop(key, None)
