@@ -130,9 +130,10 @@ def use_torch_threads() -> str:
 def _numba_threads() -> tuple[Callable[[], int], Callable[[int], None], int]:
     """This thread's numba thread count (``gradops._fast.pool.thread_count``), its setter and
     ``NUMBA_NUM_THREADS``, imported on the first fast call (after ``keep_openmp_to_torch`` chose
-    the threading layer). Also hands gradops' lane tasks to torch's OpenMP threads
-    (``gradops._fast.openmp_team``), which spin between torch's operators, where gradops' own
-    helper threads would find the cores taken."""
+    the threading layer). Also hands gradops' parallel work (lane tasks, and ``pool.share``'s
+    kernels once their entries are made) to torch's OpenMP threads (``gradops._fast.openmp_team``),
+    which spin between torch's operators, where gradops' own helper threads would find the cores
+    taken."""
     import numba
 
     from .._fast.openmp_team import join_torch_team
