@@ -93,11 +93,22 @@ def test_the_strided_relu_select_runs_from_its_words(same_bits_through_entry):
     same_bits_through_entry(gradops.relu_grad, x, dy)
 
 
-def test_words_too_many_for_an_entry_are_refused_at_typing():
-    """A kernel whose arguments need more words than an entry reads cannot be packed (its team
-    would read past them)."""
+def test_arguments_the_words_cannot_carry_leave_the_kernel_to_the_helpers():
+    """Arguments that need more words than an entry reads (its team would read past them), or of
+    a type the words do not carry, are refused when the packer is typed; the kernel then runs
+    without a team (``packed`` returns 0), and is not packed again."""
+    words = np.zeros(team_share.WORDS, np.int64)
+    too_many = tuple(np.zeros(1) for _ in range(90))
     with pytest.raises(numba.core.errors.TypingError, match="words"):
-        team_share.pack_words(np.zeros(team_share.WORDS, np.int64), tuple(np.zeros(1) for _ in range(90)))
+        team_share.pack_words(words, too_many)
+
+    def kernel():
+        """A stand-in: only its identity matters here."""
+    assert team_share.packed(kernel, words, too_many) == 0
+    assert team_share.packed(kernel, words, (np.zeros(3, np.int64),)) == 0  # not tried again
+    assert team_share.packed(len, words, ("a string",)) == 0
+    assert team_share.packed(max, words, (np.zeros(3, np.int64), 7)) != 0
+    assert words[2:5].tolist() == [3, 8, 7]  # after the address: the shape, the stride in bytes; then 7
 
 
 def test_an_entry_compiled_in_one_process_loads_from_the_disk_cache_in_another():

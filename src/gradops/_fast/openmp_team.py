@@ -59,8 +59,8 @@ class OpenMPTeam:
         team reads until then; None, and nothing started, while the kernel's entry is not ready."""
         values = (counters, self._lane_words, chunks, *args)
         words = np.empty(team_share.WORDS, np.int64)
-        address = team_share.pack_words(words, values)
-        entry = team_share.entry_for(kernel, int(words[0]), values)
+        address = team_share.packed(kernel, words, values)
+        entry = address and team_share.entry_for(kernel, int(words[0]), values)
         if not entry:
             return None
         self._start(entry, address, threads)

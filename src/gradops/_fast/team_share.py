@@ -99,6 +99,21 @@ def pack_words(words, values):
     return words.ctypes.data
 
 
+_unpackable: set = set()  # kernels with an argument the words cannot carry: gradops' helpers serve them
+
+
+def packed(kernel: Any, words: np.ndarray, values: tuple) -> int:
+    """``pack_words(words, values)`` for ``kernel``'s call: the words' address, or 0 when an
+    argument cannot be packed (then never again for that kernel; nothing was started)."""
+    if kernel in _unpackable:
+        return 0
+    try:
+        return pack_words(words, values)
+    except TypingError:
+        _unpackable.add(kernel)
+        return 0
+
+
 def _rebuilt(context, builder, value_type, next_word):
     """One value of ``value_type`` from the words (``next_word()`` reads the next one)."""
     if isinstance(value_type, types.Array):
