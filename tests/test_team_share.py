@@ -140,3 +140,35 @@ def test_an_entry_compiled_in_one_process_loads_from_the_disk_cache_in_another()
 
     assert run("compile")
     assert run("load")
+
+
+def test_an_entry_that_cannot_be_made_leaves_the_kernel_to_the_helpers(monkeypatch, caplog):
+    """Making the entry raises (a compile error, say): the call goes on without the team, with a
+    warning, and the entry is not tried again; a kernel it needs that is not ready yet
+    (``KernelNotReady``) only defers it."""
+    monkeypatch.setenv("GRADOPS_FIRST_CALLS", "compile")
+    values = (np.zeros(3, np.int64), pool.lane_words(), 1, 5)
+    values_type = numba.typeof(values)
+    signature = (values_type[0], values_type[1], numba.types.int64, values_type[2], values_type[3])
+
+    class Kernel:
+        gradops_recipe = ("a.module", "a_kernel", None)
+        overloads = {signature: None}
+    stamp = team_share.fingerprint(values_type)
+    tries = []
+
+    def not_ready(*arguments, **options):
+        tries.append("not ready")
+        raise first_calls.KernelNotReady(None, ())
+    monkeypatch.setattr(team_share, "team_entry", not_ready)
+    assert team_share.entry_for(Kernel, stamp, values) == 0
+    assert (Kernel, stamp) not in team_share._entries
+
+    def failing(*arguments, **options):
+        tries.append("failed")
+        raise RuntimeError("no entry today")
+    monkeypatch.setattr(team_share, "team_entry", failing)
+    assert team_share.entry_for(Kernel, stamp, values) == 0
+    assert team_share.entry_for(Kernel, stamp, values) == 0
+    assert tries == ["not ready", "failed"]
+    assert "no entry today" in caplog.text

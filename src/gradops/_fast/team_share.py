@@ -201,7 +201,16 @@ def _find_entry(kernel: Any, stamp: int, values: tuple) -> int:
     # Never compiled in a call but where every kernel is (``compile``), or where the compile
     # process failed on it or made it for another target: the helpers are always there instead.
     here = first_calls.mode() == "compile" or status in ("done", "failed")
-    address = team_entry(*recipe[2], compile_if_missing=here)
+    try:
+        address = team_entry(*recipe[2], compile_if_missing=here)
+    except first_calls.KernelNotReady:
+        return 0  # something it links must compile first: asked for by then, tried again later
+    except Exception as error:  # noqa: BLE001 - an entry that cannot be made leaves the kernel to the helpers
+        first_calls.log.warning("gradops could not make a team entry for %s (%s: %s); its calls use gradops' "
+                                "own threads", recipe[2][0][1], type(error).__name__, error)
+        _entries[key] = 0
+        _awaited.pop(key, None)
+        return 0
     if address:
         _entries[key] = address
         _awaited.pop(key, None)
