@@ -16,33 +16,17 @@ from gradops._fast import pool  # noqa: E402
 from gradops._fast.pool import (LANE_ARGUMENTS, _atomic_load, begin, claim, end, finish, lane_chunks,  # noqa: E402
                                 lane_claim, lane_finish, lane_join, lane_publish, lane_wait, pointer_to, share)
 
+from pool_probes import who_claims  # noqa: E402
+
 _ENOUGH_BYTES = 1 << 30  # any call this large runs on the helpers too
 _PATIENCE = 1 << 32      # rounds of waiting for a helper: seconds, far beyond a helper's start
-
-
-@njit(nogil=True)
-def _who_claims(counters, epoch, role, chunks, claimed_by, patience):
-    """Records the role of the thread that claims each chunk; the thread that claims chunk 0
-    waits (at most ``patience`` rounds) for another thread to claim chunk 1."""
-    seen = begin(counters, epoch, role)
-    while True:
-        chunk = claim(counters)
-        if chunk >= chunks:
-            end(epoch, role, seen)
-            return
-        claimed_by[chunk] = role
-        if chunk == 0:
-            for _ in range(patience):
-                if _atomic_load(counters, 0) > 1:
-                    break
-        finish(counters)
 
 
 def _run(patience: int, moved_bytes: int = _ENOUGH_BYTES) -> np.ndarray:
     """Who claimed each of the two chunks of a task; the thread that claims chunk 0 waits at most
     ``patience`` rounds for another to claim chunk 1."""
     claimed_by = np.full(2, -1, np.int64)
-    share(_who_claims, 2, moved_bytes, claimed_by, patience)
+    share(who_claims, 2, moved_bytes, claimed_by, patience)
     return claimed_by
 
 

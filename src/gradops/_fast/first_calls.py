@@ -178,7 +178,7 @@ class _Compiles:
     def refused(self, recipe: tuple, signature: tuple) -> bool:
         """Whether the kernel must compile in the calling process: it failed in the compile
         process, or was compiled there and still missed the cache (another numba target, say)."""
-        return self._status.get((recipe, signature)) in ("failed", "done")
+        return self.status_of(recipe, signature) in ("failed", "done")
 
     def status_of(self, recipe: tuple, signature: tuple | None) -> str | None:
         return self._status.get((recipe, signature))

@@ -46,8 +46,8 @@ class OpenMPTeam:
         self._start, self._end = library.GOMP_parallel_start, library.GOMP_parallel_end
         self._start.argtypes, self._start.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint], None
         self._end.argtypes, self._end.restype = [], None
-        self._lane = pool.lane_address()
         self._lane_words = pool.lane_words()
+        self._lane = self._lane_words.ctypes.data
 
     def start(self, threads: int) -> None:
         self._start(_member(), self._lane, threads)

@@ -520,13 +520,8 @@ def set_lane_team(team) -> None:
     _lane_team = team
 
 
-def lane_address() -> int:
-    """The address of the lane's words (for a lane team's threads)."""
-    return _epoch.ctypes.data
-
-
 def lane_words() -> np.ndarray:
-    """The lane's words, a kernel's ``epoch`` (for a team's threads running ``share``'s kernels)."""
+    """The lane's words, a kernel's ``epoch`` (for a lane team's threads)."""
     return _epoch
 
 
