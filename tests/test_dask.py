@@ -154,6 +154,37 @@ def test_resample_default_chunks_follow_the_input(client):
     assert_same_bits(y.compute(), gradops.resample1(x.compute(), (1, 30, 8, 1), mode="linear"))
 
 
+def test_resample_tasks_carry_a_few_numbers_not_tap_tables():
+    """A block task holds each axis's scale, offsets and sizes, from which the worker builds the
+    taps: the 2048-wide axis's tables (2048 x 2 taps of int64 + float32, 48 KB) were in every
+    block's task, pickled and sent on every run."""
+    import pickle
+
+    from dask._task_spec import convert_legacy_graph
+
+    dy = da.zeros((2, 64, 2048, 4), dtype=np.float32, chunks=(1, 16, 2048, 4))
+    dx = gd.resample_grad(dy, (2, 32, 1024, 4), mode="linear")
+    tasks = convert_legacy_graph(dict(dx.dask.layers[dx.name]))
+    sizes = [len(pickle.dumps(task)) for task in tasks.values()]
+    assert len(sizes) > 8 and max(sizes) < 4096, sorted(sizes)[-3:]
+
+
+def test_benchmark_input_is_spread_evenly(client):
+    """The benchmark's input: each worker holds an equal run of consecutive images (a run that
+    found 5 of 8 blocks on one worker timed that worker's extra block), with the values
+    ``_source_rows`` gives in this process, at row chunks too."""
+    from gradops.dask.bench import _keys, _placed_source, _source_rows
+
+    shape = (4, 6, 3, 2)
+    data = _placed_source(client, shape, ((1, 1, 1, 1), (4, 2), -1, -1), "test-bench-source")
+    held = {worker: sorted(key[1:] for key in keys if key in _keys(data)) for worker, keys in client.has_what().items()}
+    assert sorted(held.values()) == [[(0, 0, 0, 0), (0, 1, 0, 0), (1, 0, 0, 0), (1, 1, 0, 0)],
+                                     [(2, 0, 0, 0), (2, 1, 0, 0), (3, 0, 0, 0), (3, 1, 0, 0)]]
+    expected = np.random.default_rng((3, 5)).random(shape[2:], dtype=np.float32) - np.float32(0.5)
+    assert_same_bits(data.compute()[3, 5], expected)
+    assert_same_bits(data.compute(), _source_rows(range(4), range(6), shape[1:]))
+
+
 # --- depthwise family ------------------------------------------------------------------------
 
 @st.composite

@@ -228,10 +228,21 @@ def _plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], na
 
 
 def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,
-                itemsize: int, *, mode: Any, rounding_direction: Any = None, scales: Any = None,
-                input_pixel_offsets: Any = None, output_pixel_offsets: Any = None,
-                offset_convention: Any = "per-tensor") -> _Plan:
-    """Validate the non-tensor parameters of ``op`` and build its taps (SPEC 3.1 rules 3 and 5).
+                itemsize: int, **parameters: Any) -> _Plan:
+    """Validate the non-tensor parameters of ``op`` and build its taps (SPEC 3.1 rules 3 and 5)."""
+    arguments = _axis_arguments(op, forward_in, forward_out, names, itemsize, **parameters)
+    return _Plan(forward_in, forward_out, tuple(_cached_axis_taps(*axis) for axis in arguments))
+
+
+AxisArguments = tuple[int, int, float, float, float, str, Rule]  # _cached_axis_taps' arguments
+
+
+def _axis_arguments(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,
+                    itemsize: int, *, mode: Any, rounding_direction: Any = None, scales: Any = None,
+                    input_pixel_offsets: Any = None, output_pixel_offsets: Any = None,
+                    offset_convention: Any = "per-tensor") -> tuple[AxisArguments, ...]:
+    """Validate the non-tensor parameters of ``op``; what determines each axis's taps, in a few
+    numbers (``_cached_axis_taps``' arguments: sizes, scale, offsets, mode, rounding rule).
 
     The NumPy functions (``names.numpy``) fill defaults: scales ``fl32(out/in)`` and the
     half-pixel grid, expressed in the GRAD op's offset convention for the gradients.
@@ -258,9 +269,8 @@ def _build_plan(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ..
             ipo, opo = opo, ipo  # forward ipo = GRAD OutputPixelOffsets, forward opo = GRAD InputPixelOffsets
     _check_size(op, forward_in, forward_out, names, itemsize)
     mode_name = "nearest" if mode == InterpolationMode.NEAREST_NEIGHBOR else "linear"
-    taps = tuple(_cached_axis_taps(n_in, n_out, s, i, o, mode_name, rule)
+    return tuple((n_in, n_out, s, i, o, mode_name, rule)
                  for n_in, n_out, s, i, o in zip(forward_in, forward_out, scales, ipo, opo))
-    return _Plan(forward_in, forward_out, taps)
 
 
 def _check_size(op: _Op, forward_in: tuple[int, ...], forward_out: tuple[int, ...], names: _Fields,

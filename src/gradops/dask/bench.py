@@ -5,8 +5,9 @@
 For each workload, the same arrays are processed by the in-memory NumPy call (the fast
 backend, ``--threads`` threads, in this process) and by the gradops.dask call on a
 LocalCluster of ``--workers`` worker processes with 1 thread each, the input already in the
-workers' memory (generated there, persisted, one copy) and the result kept there (``persist``),
-so that both sides time the operator and not a transfer to or from this process. Each side's
+workers' memory (generated there, persisted, one copy, an equal share on each worker) and the
+result kept there (``persist``), so that both sides time the operator and not a transfer to or
+from this process. Each side's
 median of ``--reps`` runs is reported as throughput (GiB of input + output per second), the
 in-memory call both with a fresh output (as it is usually called; an output larger than
 gradops' cache of released buffers, ``GRADOPS_OUTPUT_CACHE_MB``, faults in new pages) and with
@@ -104,18 +105,51 @@ def _local_digests(array: np.ndarray, chunks: tuple) -> list[bytes]:
             for index in itertools.product(*(range(len(sizes)) for sizes in chunks))]
 
 
-def _gathered(client, array) -> np.ndarray:
-    """``array`` in this process, one block at a time into one NumPy array: ``compute()`` would
-    join every block on one worker first, which then holds the whole array twice (a 6 GiB input
-    killed a worker that way)."""
-    from dask.core import flatten
+def _source_rows(images: range, rows: range, image_shape: tuple[int, ...]) -> np.ndarray:
+    """Rows ``rows`` of images ``images`` of the benchmark's input, uniform in [-0.5, 0.5): each
+    row from its own seed (image, row), so that a block holds the same values at any chunking,
+    here and on the workers."""
+    block = np.empty((len(images), len(rows)) + image_shape[1:], np.float32)
+    for i, image in enumerate(images):
+        for j, row in enumerate(rows):
+            np.random.default_rng((image, row)).random(out=block[i, j], dtype=np.float32)
+    block -= np.float32(0.5)
+    return block
 
-    whole = np.empty(array.shape, array.dtype)
-    edges = [np.concatenate(([0], np.cumsum(sizes))) for sizes in array.chunks]
-    indices = itertools.product(*(range(len(sizes)) for sizes in array.chunks))
-    for index, block in zip(indices, flatten(array.to_delayed().tolist())):
-        whole[tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, index))] = client.compute(block).result()
-    return whole
+
+def _source_block(image_shape: tuple[int, ...], first_image: int, block_info=None) -> np.ndarray:
+    (image_lo, image_hi), (row_lo, row_hi) = block_info[None]["array-location"][:2]
+    return _source_rows(range(first_image + image_lo, first_image + image_hi), range(row_lo, row_hi), image_shape)
+
+
+def _placed_source(client, shape: tuple[int, ...], chunks: tuple, name: str):
+    """The benchmark's input at ``chunks``, generated on the workers and held there once, each
+    worker holding an equal run of consecutive images (as a pipeline's reads, spread by dask's
+    scheduler, would leave them). Where a block lies is where dask runs the operator on it:
+    left to the rechunk that made it, 8 blocks lay 5 and 3, and a run timed the busier worker's
+    fifth block, not gradops.dask."""
+    import dask.array as da
+    from distributed import wait
+
+    from dask.array.core import normalize_chunks
+
+    chunks = normalize_chunks(chunks, shape=shape, dtype=np.float32)
+    image_chunks = chunks[0]
+    workers = sorted(client.scheduler_info()["workers"])
+    shares = [image_chunks[len(image_chunks) * w // len(workers):len(image_chunks) * (w + 1) // len(workers)]
+              for w in range(len(workers))]
+    parts, first_image = [], 0
+    for number, (address, share) in enumerate(zip(workers, shares)):
+        if not share:
+            continue
+        part = da.map_blocks(_source_block, image_shape=shape[1:], first_image=first_image,
+                             chunks=(share,) + chunks[1:], dtype=np.float32,
+                             meta=np.empty((0,) * len(shape), np.float32), name=f"{name}-part-{number}")
+        parts.append(client.persist(part, workers=[address], allow_other_workers=False))
+        first_image += sum(share)
+    placed = client.persist(da.concatenate(parts, axis=0))
+    wait(placed)
+    return placed
 
 
 def _keys(array) -> set:
@@ -178,24 +212,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and workload.name not in args.only:
                 continue
             shape = workload.source_shape(args.gib)
-            sources = itertools.count()  # a new name per generation: the old one's keys may linger
-
-            def generated(chunks: tuple) -> da.Array:
-                """The same values at any chunking, generated on the workers, held there once: a
-                NumPy array embedded in the graph would be pickled whole, and a second copy held
-                on the workers would push them towards spilling to disk."""
-                images = da.random.default_rng(0).random(shape, dtype=np.float32, chunks=(1,) + shape[1:])
-                centred = images.map_blocks(np.subtract, np.float32(0.5), name=f"bench-source-{next(sources)}")
-                return client.persist(centred.rechunk(chunks))
-
-            source = _gathered(client, generated((1,) + shape[1:]))
+            source = _source_rows(range(shape[0]), range(shape[1]), shape[1:])
             expected = workload.numpy_call(source)
             fresh = _median_seconds(lambda: workload.numpy_call(source), args.reps)
             moved = (source.nbytes + expected.nbytes) / GIB
             for chunk_mib in args.chunk_mib:
                 chunks = _chunks(shape, workload.rows_axis, int(chunk_mib * MIB))
-                data = generated(chunks)
-                wait(data)
+                data = _placed_source(client, shape, chunks, f"bench-source-{workload.name}-{chunk_mib}")
                 result = workload.dask_call(data)
                 if _block_digests(result) != _local_digests(expected, result.chunks):
                     raise SystemExit(f"{workload.name}: the dask result differs from the in-memory call")

@@ -2,10 +2,13 @@
 ``resample2`` and their adjoints ``resample_grad``, ``resample_grad1``.
 
 Bit-identical blocks. The full call's per-axis taps (SPEC 3.2-3.4: the float32 coordinate of
-every output position, its input indices and weights) are computed once, when the graph is
-built, by the NumPy API's own validation and planning. Each output block gets the rows of those
-tables for its positions, with indices shifted to its input range, and runs the in-memory
-kernel on that range. Shifting the pixel offsets by the block origin instead would not do:
+every output position, its input indices and weights) come from the NumPy API's own validation
+and planning. Each output block takes the rows of those tables for its positions, with indices
+shifted to its input range, and runs the in-memory kernel on that range. A block task carries
+the few numbers each axis's taps are built from (``_axis_arguments``), not the tables: each
+process builds an axis's tables once (``_axis``, ``_axis_block``). Tables in the tasks came to
+62 KB a block for a 2048-wide axis, 3 MB a graph, which the client and the scheduler pickled
+and sent again on every run. Shifting the pixel offsets by the block origin instead would not do:
 ``fl32(t - (ipo + i0))`` may round differently from ``fl32(t - ipo) - i0``, and move a tap.
 
 * Forward: output block ``[a, b)`` reads the input range from its first tap to its last
@@ -34,8 +37,6 @@ only where the two float64 sums round to opposite sides of a float32 rounding bo
 from __future__ import annotations
 
 import functools
-import hashlib
-import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -45,7 +46,8 @@ import numpy as np
 from .._arrays import check_input
 from .._backend import resolve_backend
 from .._resample_params import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2, _RESAMPLE_GRAD, _RESAMPLE_GRAD1,
-                                RESAMPLE_DTYPES, _Op, _Plan, _plan, _sizes)
+                                RESAMPLE_DTYPES, AxisArguments, _axis_arguments, _cached_axis_taps, _Op, _Plan,
+                                _sizes)
 from ..resample import run_plan
 from ..errors import ShapeError
 from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy
@@ -107,10 +109,29 @@ class _Axis:
         return (lo, hi), *_local(self.index[lo:hi] - a, weight, b - a)
 
 
+@functools.lru_cache(maxsize=64)
+def _axis(arguments: AxisArguments) -> _Axis:
+    """The full call's axis built from ``arguments``, once per process."""
+    index, weight = _cached_axis_taps(*arguments)
+    return _Axis(index, weight, arguments[0], arguments[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _axis_block(arguments: AxisArguments, gradient: bool, a: int,
+                b: int) -> tuple[Range, np.ndarray, np.ndarray] | None:
+    """``_Axis.gradient_block`` or ``forward_block`` of ``_axis(arguments)``, once per process:
+    the graph's builder and each worker ask for the same blocks of an axis, the unsplit axes'
+    whole range for every block."""
+    axis = _axis(arguments)
+    return axis.gradient_block(a, b) if gradient else axis.forward_block(a, b)
+
+
 def _local(index: np.ndarray, weight: np.ndarray, n_in: int) -> tuple[np.ndarray, np.ndarray]:
     """Taps for a block call: zero-weight taps (never read, SPEC 3.4) clipped into the range."""
-    index = np.where(weight != 0, index, np.clip(index, 0, n_in - 1))
-    return np.ascontiguousarray(index, dtype=np.int64), np.ascontiguousarray(weight, dtype=np.float32)
+    index = np.ascontiguousarray(np.where(weight != 0, index, np.clip(index, 0, n_in - 1)), dtype=np.int64)
+    weight = np.ascontiguousarray(weight, dtype=np.float32)
+    index.flags.writeable = weight.flags.writeable = False  # shared by every call that asks (_axis_block)
+    return index, weight
 
 
 def _is_identity(index: np.ndarray, weight: np.ndarray, n_in: int) -> bool:
@@ -121,22 +142,27 @@ def _is_identity(index: np.ndarray, weight: np.ndarray, n_in: int) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class _Block:
-    """What one block task needs: its taps (one pair per axis), sizes, direction, backend."""
+    """What one block task needs: each axis's arguments and the range the block computes along
+    it, direction, backend, dtype."""
 
-    taps: tuple[tuple[np.ndarray, np.ndarray], ...]
-    forward_in: tuple[int, ...]
-    forward_out: tuple[int, ...]
+    axes: tuple[AxisArguments, ...]
+    computed: tuple[Range, ...]  # the block's ranges, widened where _widened says
     gradient: bool
     backend: str
     dtype: np.dtype
-    crop: tuple[slice, ...]  # the block within the computed range (see _widened)
+    crop: tuple[slice, ...]  # the block within the computed range
 
 
 def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
-    if source is None:
-        return np.zeros(parameters.forward_in, dtype=parameters.dtype)  # no output reads it: +0
-    plan = _Plan(parameters.forward_in, parameters.forward_out, parameters.taps)
-    return run_plan(source, plan, parameters.backend, gradient=parameters.gradient)[parameters.crop]
+    if source is None:  # no output reads it: +0
+        return np.zeros(tuple(cut.stop - cut.start for cut in parameters.crop), dtype=parameters.dtype)
+    gradient = parameters.gradient
+    local = [_axis_block(axis, gradient, a, b) for axis, (a, b) in zip(parameters.axes, parameters.computed)]
+    computed = tuple(b - a for a, b in parameters.computed)
+    read = tuple(hi - lo for (lo, hi), _, _ in local)
+    forward_in, forward_out = (computed, read) if gradient else (read, computed)
+    plan = _Plan(forward_in, forward_out, tuple((index, weight) for _, index, weight in local))
+    return run_plan(source, plan, parameters.backend, gradient=gradient)[parameters.crop]
 
 
 def _widened(a: int, b: int, size: int, resampled: bool) -> Range:
@@ -169,10 +195,9 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     forward_in, forward_out = (sizes, source.shape) if gradient else (source.shape, sizes)
     # itemsize 0: the full output is never held in memory (each block checks its own), only the
     # plan's tap tables must fit.
-    plan = _plan(op, forward_in, forward_out, _NUMPY_FIELDS, 0, **parameters)
+    arguments = _axis_arguments(op, forward_in, forward_out, _NUMPY_FIELDS, 0, **parameters)
     backend = resolve_backend(backend)
-    axes = [_Axis(index, weight, n_in, n_out)
-            for (index, weight), n_in, n_out in zip(plan.taps, forward_in, forward_out)]
+    axes = [_axis(axis) for axis in arguments]
     whole = _whole_axes(axes)
     source = source.rechunk({d: -1 for d in whole})
     if chunks is None:
@@ -184,36 +209,18 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
             if len(chunks[d]) != 1:
                 raise ShapeError.expected(f"chunks[{d}]", f"one chunk along axis {d} (the innermost resampled axis "
                                           "and the axes inside it are not split)", chunks[d])
-    per_axis = [{} for _ in axes]  # (a, b) -> the axis's block, computed once per chunk
 
     def plan_block(ranges: tuple[Range, ...]) -> tuple[list, _Block]:
         computed = tuple(_widened(a, b, n, not axis.identity) for (a, b), n, axis in zip(ranges, sizes, axes))
-        local = []
-        for axis, cache, (a, b) in zip(axes, per_axis, computed):
-            if (a, b) not in cache:
-                cache[a, b] = axis.gradient_block(a, b) if gradient else axis.forward_block(a, b)
-            local.append(cache[a, b])
-        out_shape = tuple(b - a for a, b in computed)
         crop = tuple(slice(a - c, b - c) for (a, b), (c, _) in zip(ranges, computed))
+        block = _Block(arguments, computed, gradient, backend, source.dtype, crop)
+        local = [_axis_block(axis, gradient, a, b) for axis, (a, b) in zip(arguments, computed)]
         if any(entry is None for entry in local):
-            return [None], _Block((), tuple(b - a for a, b in ranges), (), True, backend, source.dtype, crop)
-        need = tuple(entry[0] for entry in local)
-        read = tuple(hi - lo for lo, hi in need)
-        taps = tuple((index, weight) for _, index, weight in local)
-        block_in, block_out = (out_shape, read) if gradient else (read, out_shape)
-        return [need], _Block(taps, block_in, block_out, gradient, backend, source.dtype, crop)
+            return [None], block
+        return [tuple(entry[0] for entry in local)], block
 
-    token = (op.operator_type, forward_in, forward_out, _digest(plan.tap_key), backend)
+    token = (op.operator_type, forward_in, forward_out, arguments, backend)
     return gather(op.operator_type.lower(), [source], chunks, plan_block, _block, source.dtype, token)
-
-
-def _digest(tap_key: tuple[tuple[bytes, bytes], ...]) -> str:
-    """The taps' digest for the graph's name: dask's ``tokenize`` takes 1.5-2 ms over the same
-    bytes, part of every call's graph build."""
-    digest = hashlib.blake2b()
-    for table in itertools.chain.from_iterable(tap_key):
-        digest.update(table)
-    return digest.hexdigest()
 
 
 @builds_graph
