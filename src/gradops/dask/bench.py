@@ -21,6 +21,11 @@ to change it on both sides). The dask result is checked bit for bit against the 
 before timing: a BLAKE2 digest of each block, computed on the worker that holds it, so that
 this process holds two arrays (the input and the in-memory result, which is also the
 ``out=``), not three.
+
+``--breakdown`` runs each cell ``--reps`` more times under distributed's task stream and says
+where the dask time goes: how long from the start of the run (graph build and ``persist``) to
+the first task, between a worker's consecutive tasks, in the busiest worker's tasks, and from the
+last task to the end of the run.
 """
 
 from __future__ import annotations
@@ -173,6 +178,33 @@ def _until_released(client, keys: set) -> None:
         time.sleep(0.001)
 
 
+@dataclass(frozen=True)
+class Breakdown:
+    """One dask run as the task stream records it; times in seconds."""
+
+    tasks: int
+    to_first_task: float  # from the run's start (graph build, persist) to the first task's start
+    between_tasks: float  # median gap between a worker's consecutive tasks
+    busiest_compute: float  # the largest sum of one worker's task times
+    after_last_task: float  # from the last task's end to the run's end (wait returns)
+
+
+def _breakdown(records: list[dict], start: float, end: float) -> Breakdown:
+    """``records``: distributed's task stream of the run (``get_task_stream``), whose times are
+    the workers' ``time.time()``; ``start``, ``end``: this process's, on the same clock."""
+    per_worker: dict[str, list[tuple[float, float]]] = {}
+    for record in records:
+        for span in record["startstops"]:
+            if span["action"] == "compute":
+                per_worker.setdefault(record["worker"], []).append((span["start"], span["stop"]))
+    spans = [span for worker in per_worker.values() for span in worker]
+    gaps = [later[0] - earlier[1] for worker in per_worker.values()
+            for earlier, later in itertools.pairwise(sorted(worker))]
+    return Breakdown(len(spans), min(s for s, _ in spans) - start, statistics.median(gaps) if gaps else 0.0,
+                     max(sum(e - s for s, e in worker) for worker in per_worker.values()),
+                     end - max(e for _, e in spans))
+
+
 def _seconds(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
@@ -191,11 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="threads of the in-memory call (default 2)")
     parser.add_argument("--reps", type=int, default=5, help="timed runs per side (default 5)")
     parser.add_argument("--only", nargs="+", help="workload names")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="--reps more dask runs per cell under the task stream: where the time goes")
     args = parser.parse_args(argv)
 
     import dask.array as da
     import numba
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster, get_task_stream, wait
 
     # Timed calls run the kernels, here and in the workers (which inherit the environment), never
     # the NumPy tier that answers while a kernel compiles (gradops._fast.first_calls).
@@ -206,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.reps}")
     print("| workload | chunk MiB | blocks | in-memory GiB/s (fresh / out=) | dask GiB/s | dask / out= time |")
     print("|---|---:|---:|---:|---:|---:|")
+    breakdowns: list[str] = []
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         for workload in workloads():
@@ -249,8 +284,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | {blocks} | "
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
                       f"{on_dask / in_memory:.2f} |", flush=True)
+                if args.breakdown:
+                    runs = []
+                    for _ in range(args.reps):
+                        with get_task_stream(client) as stream:
+                            start = time.time()
+                            run()
+                            end = time.time()
+                        release()
+                        runs.append(_breakdown(stream.data, start, end))
+                    medians = [statistics.median(getattr(r, field) for r in runs)
+                               for field in ("to_first_task", "between_tasks", "busiest_compute", "after_last_task")]
+                    breakdowns.append(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | "
+                                      f"{runs[0].tasks} | {1e3 * in_memory:.1f} | "
+                                      + " | ".join(f"{1e3 * m:.1f}" for m in medians) + " |")
                 del data, result
             del source, expected
+    if breakdowns:
+        print(f"\nWhere the dask time goes, ms (medians of {args.reps} more runs under the task stream)")
+        print("| workload | chunk MiB | tasks | in-memory out= | run start to first task | between a worker's tasks | "
+              "busiest worker's tasks | last task to run end |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(breakdowns))
     return 0
 
 
