@@ -36,7 +36,7 @@ import itertools
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Callable
 
 import numpy as np
@@ -134,9 +134,8 @@ def _placed_source(client, shape: tuple[int, ...], chunks: tuple, name: str):
     left to the rechunk that made it, 8 blocks lay 5 and 3, and a run timed the busier worker's
     fifth block, not gradops.dask."""
     import dask.array as da
-    from distributed import wait
-
     from dask.array.core import normalize_chunks
+    from distributed import wait
 
     chunks = normalize_chunks(chunks, shape=shape, dtype=np.float32)
     image_chunks = chunks[0]
@@ -180,7 +179,8 @@ def _until_released(client, keys: set) -> None:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """One dask run as the task stream records it; times in seconds."""
+    """One dask run as the task stream records it; times in seconds, in the order of the
+    breakdown table's columns."""
 
     tasks: int
     to_first_task: float  # from the run's start (graph build, persist) to the first task's start
@@ -227,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="--reps more dask runs per cell under the task stream: where the time goes")
     args = parser.parse_args(argv)
 
-    import dask.array as da
     import numba
     from distributed import Client, LocalCluster, get_task_stream, wait
 
@@ -281,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                     release()
                 in_memory, on_dask = statistics.median(in_memory_times), statistics.median(dask_times)
                 blocks = int(np.prod(data.numblocks))
-                print(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | {blocks} | "
+                cell = f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} |"
+                print(f"{cell} {blocks} | "
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
                       f"{on_dask / in_memory:.2f} |", flush=True)
                 if args.breakdown:
@@ -293,11 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                             end = time.time()
                         release()
                         runs.append(_breakdown(stream.data, start, end))
-                    medians = [statistics.median(getattr(r, field) for r in runs)
-                               for field in ("to_first_task", "between_tasks", "busiest_compute", "after_last_task")]
-                    breakdowns.append(f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} | "
-                                      f"{runs[0].tasks} | {1e3 * in_memory:.1f} | "
-                                      + " | ".join(f"{1e3 * m:.1f}" for m in medians) + " |")
+                    times = zip(*(astuple(r)[1:] for r in runs))  # per field after tasks, over the runs
+                    breakdowns.append(f"{cell} {runs[0].tasks} | {1e3 * in_memory:.1f} | "
+                                      + " | ".join(f"{1e3 * statistics.median(t):.1f}" for t in times) + " |")
                 del data, result
             del source, expected
     if breakdowns:

@@ -150,7 +150,7 @@ class _Block:
     gradient: bool
     backend: str
     dtype: np.dtype
-    crop: tuple[slice, ...]  # the block within the computed range
+    crop: tuple[slice, ...]  # the block within the computed range (see _widened)
 
 
 def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
