@@ -22,6 +22,11 @@ before timing: a BLAKE2 digest of each block, computed on the worker that holds 
 this process holds two arrays (the input and the in-memory result, which is also the
 ``out=``), not three.
 
+The last column is dask's own floor at that chunking: a run of tasks that do nothing (each
+returns one element) over the same input blocks, one task per block (the fewest any blockwise
+graph runs), as a ratio ``1 + floor time / in-memory out= time``: no operator on dask can come
+closer to the in-memory call than that on the same cluster and chunks.
+
 ``--breakdown`` runs each cell ``--reps`` more times under distributed's task stream and says
 where the dask time goes: how long from the start of the run (graph build and ``persist``) to
 the first task, between a worker's consecutive tasks, in the busiest worker's tasks, and from the
@@ -205,6 +210,11 @@ def _breakdown(records: list[dict], start: float, end: float) -> Breakdown:
                      end - max(e for _, e in spans))
 
 
+def _nothing(block: np.ndarray) -> np.ndarray:
+    """A floor task: one element, so that neither work nor a result's pages are timed."""
+    return np.zeros((1,) * block.ndim, block.dtype)
+
+
 def _seconds(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
@@ -237,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     numba.set_num_threads(args.threads)
     print(f"{cpu_model()}; in-memory: {args.threads} threads; dask: LocalCluster {args.workers} processes x 1 thread; "
           f"median of {args.reps}")
-    print("| workload | chunk MiB | blocks | in-memory GiB/s (fresh / out=) | dask GiB/s | dask / out= time |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| workload | chunk MiB | blocks | in-memory GiB/s (fresh / out=) | dask GiB/s | dask / out= time "
+          "| dask floor / out= time |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     breakdowns: list[str] = []
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
@@ -258,10 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"{workload.name}: the dask result differs from the in-memory call")
                 held: list = []
 
-                def run() -> None:
-                    result = client.persist(workload.dask_call(data))
+                def run(call: Callable = workload.dask_call) -> None:
+                    result = client.persist(call(data))
                     wait(result)
                     held.append(result)
+
+                def run_floor() -> None:
+                    run(lambda data: data.map_blocks(_nothing, chunks=(1,) * data.ndim, dtype=data.dtype))
 
                 def release() -> None:
                     """Between timed runs, as the in-memory side drops its result. Once no
@@ -270,20 +284,25 @@ def main(argv: list[str] | None = None) -> int:
 
                 run()  # warm-up: every worker has loaded the kernels
                 release()
+                run_floor()
+                release()
                 # The two sides in turn, so that both meet the machine in the same state (the
                 # memory bandwidth of these VMs moves by 1.3-1.8x over minutes). out= into the
                 # expected result itself: the same values again, and no third array here.
-                in_memory_times, dask_times = [], []
+                in_memory_times, dask_times, floor_times = [], [], []
                 for _ in range(args.reps):
                     in_memory_times.append(_seconds(lambda: workload.numpy_call(source, out=expected)))
                     dask_times.append(_seconds(run))
                     release()
+                    floor_times.append(_seconds(run_floor))
+                    release()
                 in_memory, on_dask = statistics.median(in_memory_times), statistics.median(dask_times)
+                floor = statistics.median(floor_times)
                 blocks = int(np.prod(data.numblocks))
                 cell = f"| {workload.describe} | {np.prod(data.chunksize) * 4 / MIB:.0f} |"
                 print(f"{cell} {blocks} | "
                       f"{moved / fresh:.2f} / {moved / in_memory:.2f} | {moved / on_dask:.2f} | "
-                      f"{on_dask / in_memory:.2f} |", flush=True)
+                      f"{on_dask / in_memory:.2f} | {1 + floor / in_memory:.2f} |", flush=True)
                 if args.breakdown:
                     runs = []
                     for _ in range(args.reps):
