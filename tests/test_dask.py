@@ -140,17 +140,20 @@ def test_resample_family_same_bits_for_any_chunking(client, backend, name, data,
 
 
 def test_resample_default_chunks_follow_the_input(client):
-    """Fractional 3/7 downsampling: the outputs whose two taps lie in one input chunk form one
-    block, and those whose taps straddle a boundary a block of their own."""
+    """Fractional 3/7 downsampling: the outputs whose first tap lies in one input chunk form one
+    block, one task: those whose two taps lie in that chunk, computed from it in place, and those
+    whose taps straddle its end, from its last row and a cut of the next chunk's first row (a task
+    of its own, so that only the cut travels)."""
     x = da.from_array(np.arange(280, dtype=np.float32).reshape(1, 70, 4, 1), chunks=(1, 10, 4, 1))
     y = gd.resample1(x, (1, 30, 8, 1), mode="linear")
     t = (np.arange(30, dtype=np.float32) + np.float32(0.5)) / np.float32(30 / 70)  # SPEC 3.2, in float32
     coordinate = np.clip(t - np.float32(0.5), 0, 69)
     first = np.floor(coordinate)  # SPEC 3.4: the first linear tap; the second one, if its weight is not 0
     last = np.where(coordinate > first, first + 1, first)
-    owners = list(zip(first // 10, last // 10))
-    expected = [len(list(group)) for _, group in itertools.groupby(owners)]
-    assert y.chunks[1] == tuple(expected) and len(expected) > 7
+    expected = [len(list(group)) for _, group in itertools.groupby(first // 10)]
+    straddling = len({chunk for chunk, other in zip(first // 10, last // 10) if other != chunk})
+    assert y.chunks[1] == tuple(expected) and len(expected) == 7 and straddling == 2
+    assert len(y.dask.layers[y.name]) == len(expected) + straddling  # the blocks and the cuts, no other task
     assert_same_bits(y.compute(), gradops.resample1(x.compute(), (1, 30, 8, 1), mode="linear"))
 
 

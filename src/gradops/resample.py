@@ -166,10 +166,13 @@ def _prepare(op: _Op, source: Any, sizes: Any, out: Any, backend: str | None,
     return run, source, out
 
 
-def run_plan(source: np.ndarray, plan: _Plan, backend: str | None, *, gradient: bool) -> np.ndarray:
-    """``plan``'s op on ``source`` into a fresh output, with nothing prepared or checked (what
-    ``gradops.dask``'s block tasks run, on arrays and a plan checked when the graph was built)."""
-    shape = plan.forward_in if gradient else plan.forward_out
-    out = allocate_output("input_sizes" if gradient else "output_sizes", shape, source.dtype, source)
+def run_plan(source: np.ndarray, plan: _Plan, backend: str | None, *, gradient: bool,
+             out: np.ndarray | None = None) -> np.ndarray:
+    """``plan``'s op on ``source`` into ``out`` (default: a fresh output), with nothing prepared or
+    checked (what ``gradops.dask``'s block tasks run, on arrays and a plan checked when the graph
+    was built, into outputs they made)."""
+    if out is None:
+        shape = plan.forward_in if gradient else plan.forward_out
+        out = allocate_output("input_sizes" if gradient else "output_sizes", shape, source.dtype, source)
     prepare_dispatch(source, out, plan, resolve_backend(backend), gradient=gradient)(source, out)
     return out

@@ -7,7 +7,9 @@ of each source array (its "needs"). The graph gives each output block one task t
 parts of the source chunks overlapping that range, joins them (``np.block``) and calls the block
 function. Ranges may reach any number of neighbouring chunks, so any chunking of the split axes
 is computable; the operators choose default output chunks aligned with their input chunks so
-that a block reads its own chunk plus a small halo.
+that a block reads its own chunk plus a small halo (``chunks_by_reads``): the positions that read
+inside one source chunk are computed from that chunk in place, those that read across its end
+from a small joined range, both in the block's one task.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import bisect
 import functools
 import itertools
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import dask.array as da
 import numba
@@ -78,15 +80,42 @@ def bounds(sizes: Sequence[int]) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
 
 
-def chunks_by_reads(first: np.ndarray, last: np.ndarray, source_sizes: Sequence[int]) -> tuple[int, ...]:
-    """Output chunks aligned with a source axis's chunks. Output ``o`` reads source indices
-    ``first[o]..last[o]`` (both non-decreasing). Consecutive outputs that read inside the same
-    source chunk form one output chunk, and so do those that read across the same boundary: a
-    block then reads one chunk in place (no copy), or a few rows on either side of a boundary."""
+class AxisSplit(NamedTuple):
+    """An output axis split along a source axis's chunks (``chunks_by_reads``): ``parts``, runs of
+    positions computed by one call each, and ``blocks``, how many consecutive parts each output
+    block (one task) takes."""
+
+    parts: tuple[int, ...]
+    blocks: tuple[int, ...]
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The output's chunks along the axis: the parts' sizes summed per block."""
+        edges = bounds(self.blocks)
+        return tuple(sum(self.parts[edges[i]:edges[i + 1]]) for i in range(len(self.blocks)))
+
+
+def chunks_by_reads(first: np.ndarray, last: np.ndarray, source_sizes: Sequence[int]) -> AxisSplit:
+    """Output parts and blocks aligned with a source axis's chunks. Output ``o`` reads source
+    indices ``first[o]..last[o]`` (both non-decreasing). Consecutive outputs that read inside the
+    same source chunk form one part, which reads that chunk in place (no copy), and so do those
+    that read across the same boundary, which read a few rows on either side of it. A block takes
+    the parts whose first read lies in one source chunk: that chunk's part and the small one after
+    it, one task per source chunk instead of three (a boundary part and the two cuts it reads)."""
     ends = bounds(source_sizes)[1:]
     owners = np.stack([np.searchsorted(ends, first, side="right"), np.searchsorted(ends, last, side="right")])
     starts = np.flatnonzero(np.concatenate(([True], np.any(owners[:, 1:] != owners[:, :-1], axis=0))))
-    return tuple(int(n) for n in np.diff(np.append(starts, first.size)))
+    parts = tuple(int(n) for n in np.diff(np.append(starts, first.size)))
+    block_starts = np.flatnonzero(np.concatenate(([True], owners[0, starts[1:]] != owners[0, starts[1:] - 1])))
+    return AxisSplit(parts, tuple(int(n) for n in np.diff(np.append(block_starts, len(parts)))))
+
+
+def split_axes(axes: Sequence[AxisSplit | Sequence[int]]) -> tuple[tuple[tuple[int, ...], ...],
+                                                                    tuple[tuple[int, ...], ...]]:
+    """``gather``'s ``parts`` and ``blocks`` from one entry per axis: an ``AxisSplit``, or chunks
+    (one part per block)."""
+    splits = [axis if isinstance(axis, AxisSplit) else AxisSplit(tuple(axis), (1,) * len(axis)) for axis in axes]
+    return tuple(split.parts for split in splits), tuple(split.blocks for split in splits)
 
 
 def _parts(chunk_bounds: list[int], lo: int, hi: int) -> list[tuple[int, slice]]:
@@ -118,23 +147,50 @@ def _join(pieces: list, grid: tuple[int, ...]) -> np.ndarray:
 
 
 def _source_task(source: da.Array, source_bounds: list[list[int]], ranges: Sequence[Range], graph: dict,
-                 parts_name: str) -> tuple:
+                 parts_name: str, in_place: frozenset = frozenset()) -> tuple:
     """A task computing ``source[ranges]`` from the chunks that hold it (``source_bounds``: its
     chunk boundaries per axis). A part of a chunk is cut by its own task (added to ``graph``,
     shared by every block that reads it), so that only the part travels to the worker that runs
-    the block, not the whole chunk (a halo is thin)."""
+    the block, not the whole chunk (a halo is thin); a part of a chunk in ``in_place`` (one the
+    block's task reads whole anyway) is cut inside the block's task."""
     per_axis = [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(source_bounds, ranges)]
-    pieces = []
+    pieces: list = []
     for combination in itertools.product(*per_axis):
         chunk_index = tuple(chunk for chunk, _ in combination)
         key = (source.name, *chunk_index)
         cut = tuple(cut for _, cut in combination)
         if any(c.stop - c.start != b[i + 1] - b[i] for c, b, i in zip(cut, source_bounds, chunk_index)):
+            if key in in_place:
+                pieces.append((operator.getitem, key, cut))
+                continue
             part_key = (parts_name, *chunk_index, *(c.start for c in cut), *(c.stop for c in cut))
             graph.setdefault(part_key, (operator.getitem, key, cut))
             key = part_key
         pieces.append(key)
     return (_join, pieces, tuple(len(axis) for axis in per_axis))
+
+
+def _read_in_place(sources: Sequence[da.Array], source_bounds: list[list[list[int]]], planned: list) -> frozenset:
+    """The source chunks a block's parts read in place: those some part reads all of its range
+    from. The scheduler runs the block next to such a chunk, so a cut of it in a task of its own
+    would only add a task."""
+    keys = set()
+    for _, needs, _ in planned:
+        for source, edges, need in zip(sources, source_bounds, needs):
+            if need is not None:
+                per_axis = [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(edges, need)]
+                if all(len(parts) == 1 for parts in per_axis):
+                    keys.add((source.name, *(parts[0][0] for parts in per_axis)))
+    return frozenset(keys)
+
+
+def _assembled(block: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: np.dtype, parts: list) -> np.ndarray:
+    """An output block of several parts (``gather``'s ``blocks``): each part's ``block`` call
+    writes its own region of the one output (``out=``), so nothing is copied afterwards."""
+    out = empty_output(shape, dtype, None)
+    for parameters, region, *inputs in parts:
+        block(parameters, *inputs, out=out[region])
+    return out
 
 
 def _on_one_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -149,23 +205,46 @@ def _on_one_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
         numba.set_num_threads(previous)
 
 
-def gather(label: str, sources: Sequence[da.Array], chunks: tuple[tuple[int, ...], ...],
+def gather(label: str, sources: Sequence[da.Array], parts: tuple[tuple[int, ...], ...],
            plan_block: Callable[[tuple[Range, ...]], tuple[Sequence[tuple[Range, ...] | None], Any]],
-           block: Callable[..., np.ndarray], dtype: np.dtype, token: Any) -> da.Array:
-    """A dask array of ``chunks`` whose block with output ranges ``r`` (one ``[lo, hi)`` per
-    axis) is ``block(parameters, *source_blocks)``, where ``plan_block(r)`` returns, per source,
-    the ranges that block reads (None: not read, ``block`` receives None) and the block's
-    ``parameters``, computed once when the graph is built."""
-    name = f"gradops-{label}-{tokenize(token, *(s.name for s in sources), chunks)}"
-    axis_bounds = [bounds(sizes).tolist() for sizes in chunks]
+           block: Callable[..., np.ndarray], dtype: np.dtype, token: Any,
+           blocks: tuple[tuple[int, ...], ...] | None = None) -> da.Array:
+    """A dask array whose part with output ranges ``r`` (one ``[lo, hi)`` per axis; ``parts``: the
+    parts' sizes per axis) is ``block(parameters, *source_blocks)``, where ``plan_block(r)``
+    returns, per source, the ranges that part reads (None: not read, ``block`` receives None) and
+    the part's ``parameters``, computed once when the graph is built. ``blocks``: per axis, how
+    many consecutive parts each of the array's blocks takes (default one: the array's chunks are
+    ``parts``). A block of several parts is one task, whose parts ``block`` writes through
+    ``out=``. A block's task cuts the source chunks its parts read in place itself
+    (``_read_in_place``); other chunks' parts are cut by tasks of their own. Each task costs the
+    scheduler and the workers about a millisecond on a 2-core machine, as much as a kernel moving
+    tens of MiB."""
+    blocks = blocks or tuple((1,) * len(sizes) for sizes in parts)
+    part_bounds = [bounds(sizes).tolist() for sizes in parts]
+    block_edges = [bounds(counts).tolist() for counts in blocks]
+    chunks = tuple(tuple(b[e[i + 1]] - b[e[i]] for i in range(len(e) - 1)) for b, e in zip(part_bounds, block_edges))
+    name = f"gradops-{label}-{tokenize(token, *(s.name for s in sources), parts, blocks)}"
     source_bounds = [[bounds(sizes).tolist() for sizes in source.chunks] for source in sources]
     graph: dict = {}
-    for index in itertools.product(*(range(len(sizes)) for sizes in chunks)):
-        ranges = tuple((b[i], b[i + 1]) for b, i in zip(axis_bounds, index))
-        source_ranges, parameters = plan_block(ranges)
-        inputs = [None if need is None else _source_task(source, edges, need, graph, f"{name}-part-{number}")
-                  for number, (source, edges, need) in enumerate(zip(sources, source_bounds, source_ranges))]
-        graph[(name, *index)] = (_on_one_thread, block, parameters, *inputs)
+    for index in itertools.product(*(range(len(counts)) for counts in blocks)):
+        spans = [range(e[i], e[i + 1]) for e, i in zip(block_edges, index)]
+        planned = []
+        for part in itertools.product(*spans):
+            ranges = tuple((b[i], b[i + 1]) for b, i in zip(part_bounds, part))
+            planned.append((ranges, *plan_block(ranges)))
+        in_place = _read_in_place(sources, source_bounds, planned)
+        tasks = [[parameters, *(None if need is None else
+                                _source_task(source, edges, need, graph, f"{name}-part-{number}", in_place)
+                                for number, (source, edges, need) in enumerate(zip(sources, source_bounds, needs)))]
+                 for _, needs, parameters in planned]
+        if len(planned) == 1:
+            graph[(name, *index)] = (_on_one_thread, block, *tasks[0])
+            continue
+        origin = [b[span.start] for b, span in zip(part_bounds, spans)]
+        for task, (ranges, _, _) in zip(tasks, planned):
+            task.insert(1, tuple(slice(lo - o, hi - o) for (lo, hi), o in zip(ranges, origin)))
+        shape = tuple(sizes[i] for sizes, i in zip(chunks, index))
+        graph[(name, *index)] = (_on_one_thread, _assembled, block, shape, np.dtype(dtype), tasks)
     layer = HighLevelGraph.from_collections(name, graph, dependencies=list(sources))
     return da.Array(layer, name, chunks, dtype=dtype, meta=np.empty((0,) * len(chunks), dtype=dtype))
 

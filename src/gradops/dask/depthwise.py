@@ -14,8 +14,9 @@ float64).
 
 Default output chunks follow the source's chunks: rows whose windows (forward) or whose
 reaching dY rows (dX) lie in one source chunk form one block, which reads that chunk in place;
-rows that read across a boundary form a small block of their own. Strided outputs start their
-chunks on the stride.
+rows that read across a boundary form a small block of their own (not folded into the block
+before it, as resample's are: ``_graph.chunks_by_reads``; docs/performance.md, section 3, has
+why). Strided outputs start their chunks on the stride.
 
 The filter gradient is a sum over every (n, oy, ox): each dY block contributes the in-memory
 filter gradient of its block, computed in the accumulation type (float32 for float16,
@@ -288,7 +289,7 @@ def _window_chunks(axis: _Spatial, input_chunks: Sequence[int]) -> tuple[int, ..
         return (0,)
     first = np.arange(axis.n_out) * axis.stride - axis.pad_before
     last = first + axis.effective - 1
-    return chunks_by_reads(np.clip(first, 0, axis.n_in - 1), np.clip(last, 0, axis.n_in - 1), input_chunks)
+    return chunks_by_reads(np.clip(first, 0, axis.n_in - 1), np.clip(last, 0, axis.n_in - 1), input_chunks).parts
 
 
 def _reader_chunks(axis: _Spatial, dy_chunks: Sequence[int]) -> tuple[int, ...]:
@@ -297,7 +298,7 @@ def _reader_chunks(axis: _Spatial, dy_chunks: Sequence[int]) -> tuple[int, ...]:
     first = -(-(rows - (axis.effective - 1)) // axis.stride)
     last = rows // axis.stride
     top = max(axis.n_out - 1, 0)
-    return chunks_by_reads(np.clip(first, 0, top), np.clip(np.maximum(last, first), 0, top), dy_chunks)
+    return chunks_by_reads(np.clip(first, 0, top), np.clip(np.maximum(last, first), 0, top), dy_chunks).parts
 
 
 def _output_chunks(chunks: Any, shape: Sequence[int], layout: _Layout) -> tuple[tuple[int, ...], ...]:

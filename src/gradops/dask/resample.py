@@ -13,9 +13,9 @@ and sent again on every run. Shifting the pixel offsets by the block origin inst
 
 * Forward: output block ``[a, b)`` reads the input range from its first tap to its last
   nonzero tap (taps of weight 0 are not taps, SPEC 3.4). By default output chunks follow the
-  input chunks (``chunks_by_reads``): the positions whose taps all lie in one input chunk form
-  one block, which reads that chunk in place, and the few whose taps straddle a boundary form a
-  small block of their own, for any scale.
+  input chunks (``chunks_by_reads``): a block takes the positions whose first tap lies in one
+  input chunk; those whose taps all lie in it are computed from that chunk in place, the few
+  whose taps straddle its end from a small joined range, in the block's one task, for any scale.
 * Gradient (``dX = J^T dY``, a gather over dY, SPEC 3.6): dX block ``[a, b)`` reads the dY
   range of the forward outputs with a nonzero tap in ``[a, b)``; taps that land outside the
   block get weight 0 there (the neighbouring block counts them). dX positions no output reads
@@ -50,7 +50,8 @@ from .._resample_params import (_NUMPY_FIELDS, _RESAMPLE, _RESAMPLE1, _RESAMPLE2
                                 _sizes)
 from ..resample import run_plan
 from ..errors import ShapeError
-from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy
+from ._graph import (AxisSplit, as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy,
+                     split_axes)
 
 __all__ = ["resample", "resample1", "resample2", "resample_grad", "resample_grad1"]
 
@@ -68,11 +69,11 @@ class _Axis:
     def identity(self) -> bool:
         return _is_identity(self.index, self.weight, self.n_in)
 
-    def forward_chunks(self, input_chunks: Sequence[int]) -> tuple[int, ...]:
+    def forward_chunks(self, input_chunks: Sequence[int]) -> AxisSplit:
         last = np.where(self.weight[:, 1] != 0, self.index[:, 1], self.index[:, 0])
         return chunks_by_reads(self.index[:, 0], last, input_chunks)
 
-    def gradient_chunks(self, dy_chunks: Sequence[int]) -> tuple[int, ...]:
+    def gradient_chunks(self, dy_chunks: Sequence[int]) -> AxisSplit:
         """The dY rows that read each dX position; a position no output reads goes with the next
         position that is read (or the last output)."""
         nonzero = self.weight != 0
@@ -153,16 +154,26 @@ class _Block:
     crop: tuple[slice, ...]  # the block within the computed range (see _widened)
 
 
-def _block(parameters: _Block, source: np.ndarray | None) -> np.ndarray:
+def _block(parameters: _Block, source: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+    """The block's result, into ``out`` when given (a part of a larger block, ``_graph.gather``)."""
     if source is None:  # no output reads it: +0
-        return np.zeros(tuple(cut.stop - cut.start for cut in parameters.crop), dtype=parameters.dtype)
+        zeros = np.zeros(tuple(cut.stop - cut.start for cut in parameters.crop), dtype=parameters.dtype)
+        return zeros if out is None else _written(out, zeros)
     gradient = parameters.gradient
     local = [_axis_block(axis, gradient, a, b) for axis, (a, b) in zip(parameters.axes, parameters.computed)]
     computed = tuple(b - a for a, b in parameters.computed)
     read = tuple(hi - lo for (lo, hi), _, _ in local)
     forward_in, forward_out = (computed, read) if gradient else (read, computed)
     plan = _Plan(forward_in, forward_out, tuple((index, weight) for _, index, weight in local))
-    return run_plan(source, plan, parameters.backend, gradient=gradient)[parameters.crop]
+    if out is not None and all(cut.stop - cut.start == n for cut, n in zip(parameters.crop, computed)):
+        return run_plan(source, plan, parameters.backend, gradient=gradient, out=out)
+    result = run_plan(source, plan, parameters.backend, gradient=gradient)[parameters.crop]
+    return result if out is None else _written(out, result)
+
+
+def _written(out: np.ndarray, result: np.ndarray) -> np.ndarray:
+    out[...] = result
+    return out
 
 
 def _widened(a: int, b: int, size: int, resampled: bool) -> Range:
@@ -200,9 +211,10 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
     axes = [_axis(axis) for axis in arguments]
     whole = _whole_axes(axes)
     source = source.rechunk({d: -1 for d in whole})
+    blocks = None
     if chunks is None:
-        chunks = tuple(axis.gradient_chunks(c) if gradient else axis.forward_chunks(c)
-                       for axis, c in zip(axes, source.chunks))
+        chunks, blocks = split_axes([axis.gradient_chunks(c) if gradient else axis.forward_chunks(c)
+                                     for axis, c in zip(axes, source.chunks)])
     else:
         chunks = output_chunks("chunks", chunks, sizes)
         for d in whole:
@@ -220,7 +232,7 @@ def _blockwise(op: _Op, source: Any, sizes: Any, chunks: Any, backend: str | Non
         return [tuple(entry[0] for entry in local)], block
 
     token = (op.operator_type, forward_in, forward_out, arguments, backend)
-    return gather(op.operator_type.lower(), [source], chunks, plan_block, _block, source.dtype, token)
+    return gather(op.operator_type.lower(), [source], chunks, plan_block, _block, source.dtype, token, blocks)
 
 
 @builds_graph
