@@ -196,7 +196,10 @@ class Breakdown:
 
 def _breakdown(records: list[dict], start: float, end: float) -> Breakdown:
     """``records``: distributed's task stream of the run (``get_task_stream``), whose times are
-    the workers' ``time.time()``; ``start``, ``end``: this process's, on the same clock."""
+    the workers' ``time.time()`` plus distributed's estimate of their offset to the scheduler's
+    clock (``scheduler_delay``), which is off by a few milliseconds; ``start``, ``end``: this
+    process's ``time.time()``. So the first and last gaps are good to a few milliseconds, and the
+    last may come out negative."""
     per_worker: dict[str, list[tuple[float, float]]] = {}
     for record in records:
         for span in record["startstops"]:

@@ -12,11 +12,10 @@ are skipped in both, so the forward op and the input gradient give the in-memory
 ``_fast/depthwise/__init__.py``; the reference sums each element's taps in (ky, kx) order in
 float64).
 
-Default output chunks follow the source's chunks: rows whose windows (forward) or whose
-reaching dY rows (dX) lie in one source chunk form one block, which reads that chunk in place;
-rows that read across a boundary form a small block of their own (not folded into the block
-before it, as resample's are: ``_graph.chunks_by_reads``; docs/performance.md, section 3, has
-why). Strided outputs start their chunks on the stride.
+Default output chunks follow the source's chunks (``_graph.chunks_by_reads``): a block takes the
+rows whose windows (forward) or whose reaching dY rows (dX) start in one source chunk. Those that
+lie in it are computed from that chunk in place, those that read across its end from a small
+joined range, in the block's one task. Strided outputs start their chunks on the stride.
 
 The filter gradient is a sum over every (n, oy, ox): each dY block contributes the in-memory
 filter gradient of its block, computed in the accumulation type (float32 for float16,
@@ -43,7 +42,8 @@ from ..depthwise import (DepthwiseConv2dNativeBackpropFilterDesc, DepthwiseConv2
                          depthwise_conv2d_native as numpy_forward)
 from .._backend import resolve_backend
 from ..errors import ShapeError
-from ._graph import as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy, tree_sum
+from ._graph import (AxisSplit, as_dask, builds_graph, chunks_by_reads, gather, output_chunks, Range, shape_proxy,
+                     split_axes, tree_sum)
 
 __all__ = ["depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
            "depthwise_conv2d_native_backprop_filter"]
@@ -129,17 +129,26 @@ class _Block:
     accumulate: np.dtype | None = None  # filter gradient: operands cast to the accumulation type
 
 
-def _block(parameters: _Block, *sources: np.ndarray | None) -> np.ndarray:
+def _block(parameters: _Block, *sources: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+    """The block's result, into ``out`` when given (a part of a larger block, ``_graph.gather``)."""
     if parameters.result_shape is None:
-        return np.zeros(parameters.out_shape, dtype=parameters.dtype)
+        if out is None:
+            return np.zeros(parameters.out_shape, dtype=parameters.dtype)
+        out[...] = 0
+        return out
     if parameters.accumulate is not None:
         sources = tuple(s.astype(parameters.accumulate, copy=False) for s in sources)  # exact widening
-    result = parameters.function(*sources, **parameters.arguments)
-    if result.shape == parameters.out_shape:
-        return result
-    full = np.zeros(parameters.out_shape, dtype=parameters.dtype)
-    full[tuple(slice(0, n) for n in result.shape)] = result
-    return full
+    if out is None:
+        result = parameters.function(*sources, **parameters.arguments)
+        if result.shape == parameters.out_shape:
+            return result
+        out = np.zeros(parameters.out_shape, dtype=parameters.dtype)
+        out[tuple(slice(0, n) for n in result.shape)] = result
+        return out
+    if parameters.result_shape != parameters.out_shape:
+        out[...] = 0
+    parameters.function(*sources, **parameters.arguments, out=out[tuple(slice(0, n) for n in parameters.result_shape)])
+    return out
 
 
 def _common(desc: Any, backend: str | None) -> tuple[_Layout, str]:
@@ -162,10 +171,10 @@ def depthwise_conv2d_native(input: Any, filter: np.ndarray, strides: Sequence[in
     x = x.rechunk({layout.c: -1})
     h_axis, w_axis = _axes(geometry, desc)
     out_shape = geometry.output_shape(data_format)
+    blocks = None
     if chunks is None:
-        chunks = layout.shape(x.chunks[layout.n],
-                              _window_chunks(h_axis, x.chunks[layout.h]), _window_chunks(w_axis, x.chunks[layout.w]),
-                              (out_shape[layout.c],))
+        chunks, blocks = split_axes(layout.shape(x.chunks[layout.n], _window_chunks(h_axis, x.chunks[layout.h]),
+                                                 _window_chunks(w_axis, x.chunks[layout.w]), (out_shape[layout.c],)))
     chunks = _output_chunks(chunks, out_shape, layout)
 
     def plan_block(ranges: tuple[Range, ...]) -> tuple[list, _Block]:
@@ -181,7 +190,7 @@ def depthwise_conv2d_native(input: Any, filter: np.ndarray, strides: Sequence[in
         return [need], _Block(numpy_forward, arguments, out_block, out_block, T)
 
     token = ("forward", desc, filt.tobytes(), filt.shape, backend)
-    return gather("depthwise-forward", [x], chunks, plan_block, _block, T, token)
+    return gather("depthwise-forward", [x], chunks, plan_block, _block, T, token, blocks)
 
 
 @builds_graph
@@ -202,9 +211,10 @@ def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray,
     layout, backend = _common(desc, backend)
     dy = dy.rechunk({layout.c: -1})
     h_axis, w_axis = _axes(geometry, desc)
+    blocks = None
     if chunks is None:
-        chunks = layout.shape(dy.chunks[layout.n], _reader_chunks(h_axis, dy.chunks[layout.h]),
-                              _reader_chunks(w_axis, dy.chunks[layout.w]), (sizes[layout.c],))
+        chunks, blocks = split_axes(layout.shape(dy.chunks[layout.n], _reader_chunks(h_axis, dy.chunks[layout.h]),
+                                                 _reader_chunks(w_axis, dy.chunks[layout.w]), (sizes[layout.c],)))
     chunks = _output_chunks(chunks, sizes, layout)
 
     def plan_block(ranges: tuple[Range, ...]) -> tuple[list, _Block]:
@@ -223,7 +233,7 @@ def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: np.ndarray,
                               out_block, result, T)
 
     token = ("backprop_input", desc, filter.tobytes(), filter.shape, sizes, backend)
-    return gather("depthwise-backprop-input", [dy], chunks, plan_block, _block, T, token)
+    return gather("depthwise-backprop-input", [dy], chunks, plan_block, _block, T, token, blocks)
 
 
 def _backprop_input(out_backprop: np.ndarray, *, input_sizes: tuple, filter: np.ndarray, **arguments: Any
@@ -283,22 +293,22 @@ def _partial(x: np.ndarray, dy: np.ndarray, *, filter_sizes: tuple, **arguments:
     return numpy_backprop_filter(x, filter_sizes, dy, **arguments)[None]
 
 
-def _window_chunks(axis: _Spatial, input_chunks: Sequence[int]) -> tuple[int, ...]:
+def _window_chunks(axis: _Spatial, input_chunks: Sequence[int]) -> AxisSplit:
     """Forward output rows grouped by the input chunks their windows read (``chunks_by_reads``)."""
     if axis.n_out == 0:
-        return (0,)
+        return AxisSplit((0,), (1,))
     first = np.arange(axis.n_out) * axis.stride - axis.pad_before
     last = first + axis.effective - 1
-    return chunks_by_reads(np.clip(first, 0, axis.n_in - 1), np.clip(last, 0, axis.n_in - 1), input_chunks).parts
+    return chunks_by_reads(np.clip(first, 0, axis.n_in - 1), np.clip(last, 0, axis.n_in - 1), input_chunks)
 
 
-def _reader_chunks(axis: _Spatial, dy_chunks: Sequence[int]) -> tuple[int, ...]:
+def _reader_chunks(axis: _Spatial, dy_chunks: Sequence[int]) -> AxisSplit:
     """dX rows grouped by the dY chunks whose windows reach them (``chunks_by_reads``)."""
     rows = np.arange(axis.n_in) + axis.pad_before
     first = -(-(rows - (axis.effective - 1)) // axis.stride)
     last = rows // axis.stride
     top = max(axis.n_out - 1, 0)
-    return chunks_by_reads(np.clip(first, 0, top), np.clip(np.maximum(last, first), 0, top), dy_chunks).parts
+    return chunks_by_reads(np.clip(first, 0, top), np.clip(np.maximum(last, first), 0, top), dy_chunks)
 
 
 def _output_chunks(chunks: Any, shape: Sequence[int], layout: _Layout) -> tuple[tuple[int, ...], ...]:
