@@ -446,3 +446,18 @@ def test_benchmark_runs_and_checks_its_result(capsys):
     # the workers' times carry distributed's estimate of their clock's offset to the scheduler's
     # (scheduler_delay), off by a few milliseconds: the last task may seem to end after the run
     assert first > 0 and between >= 0 and busiest > 0 and abs(after) < 1e3
+
+
+def test_out_of_core_example_runs_and_verifies(tmp_path, capsys):
+    """``python -m gradops.dask.example`` (the README's out-of-core example) end to end at a small
+    size (its own LocalCluster): dy written to zarr in 8 row chunks, dx written back, and every
+    image read back from the store with the in-memory call's bits."""
+    from gradops.dask import example
+
+    arguments = ["--store", str(tmp_path), "--gib", "0.00025", "--height", "32", "--width", "32",
+                 "--channels", "4", "--chunk-mib", "0.008", "--verify", "4"]
+    assert example.main(arguments) == 0
+    out = capsys.readouterr().out
+    assert example.stack_shape(0.00025, 32, 32, 4) == (4, 64, 64, 4)
+    assert "dy chunks (1, 8, 64, 4)" in out and out.count("same bits as the in-memory call") == 4, out
+    assert (tmp_path / "dx.zarr").exists()
