@@ -88,12 +88,6 @@ class AxisSplit(NamedTuple):
     parts: tuple[int, ...]
     blocks: tuple[int, ...]
 
-    @property
-    def chunks(self) -> tuple[int, ...]:
-        """The output's chunks along the axis: the parts' sizes summed per block."""
-        edges = bounds(self.blocks)
-        return tuple(sum(self.parts[edges[i]:edges[i + 1]]) for i in range(len(self.blocks)))
-
 
 def chunks_by_reads(first: np.ndarray, last: np.ndarray, source_sizes: Sequence[int]) -> AxisSplit:
     """Output parts and blocks aligned with a source axis's chunks. Output ``o`` reads source
@@ -146,14 +140,19 @@ def _join(pieces: list, grid: tuple[int, ...]) -> np.ndarray:
     return joined
 
 
-def _source_task(source: da.Array, source_bounds: list[list[int]], ranges: Sequence[Range], graph: dict,
-                 parts_name: str, in_place: frozenset = frozenset()) -> tuple:
-    """A task computing ``source[ranges]`` from the chunks that hold it (``source_bounds``: its
-    chunk boundaries per axis). A part of a chunk is cut by its own task (added to ``graph``,
-    shared by every block that reads it), so that only the part travels to the worker that runs
-    the block, not the whole chunk (a halo is thin); a part of a chunk in ``in_place`` (one the
+def _pieces(source_bounds: list[list[int]], ranges: Sequence[Range]) -> list[list[tuple[int, slice]]]:
+    """Per axis, the chunks of a source (``source_bounds``: its chunk boundaries per axis) that
+    hold ``ranges``, each with the slice of it that does (``_parts``)."""
+    return [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(source_bounds, ranges)]
+
+
+def _source_task(source: da.Array, source_bounds: list[list[int]], per_axis: list[list[tuple[int, slice]]],
+                 graph: dict, parts_name: str, in_place: frozenset) -> tuple:
+    """A task computing the range of ``source`` whose pieces are ``per_axis`` (``_pieces``) from
+    the chunks that hold it. A part of a chunk is cut by its own task (added to ``graph``, shared
+    by every block that reads it), so that only the part travels to the worker that runs the
+    block, not the whole chunk (a halo is thin); a part of a chunk in ``in_place`` (one the
     block's task reads whole anyway) is cut inside the block's task."""
-    per_axis = [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(source_bounds, ranges)]
     pieces: list = []
     for combination in itertools.product(*per_axis):
         chunk_index = tuple(chunk for chunk, _ in combination)
@@ -170,18 +169,13 @@ def _source_task(source: da.Array, source_bounds: list[list[int]], ranges: Seque
     return (_join, pieces, tuple(len(axis) for axis in per_axis))
 
 
-def _read_in_place(sources: Sequence[da.Array], source_bounds: list[list[list[int]]], planned: list) -> frozenset:
+def _read_in_place(sources: Sequence[da.Array], planned: list) -> frozenset:
     """The source chunks a block's parts read in place: those some part reads all of its range
-    from. The scheduler runs the block next to such a chunk, so a cut of it in a task of its own
-    would only add a task."""
-    keys = set()
-    for _, needs, _ in planned:
-        for source, edges, need in zip(sources, source_bounds, needs):
-            if need is not None:
-                per_axis = [_parts(axis_bounds, lo, hi) for axis_bounds, (lo, hi) in zip(edges, need)]
-                if all(len(parts) == 1 for parts in per_axis):
-                    keys.add((source.name, *(parts[0][0] for parts in per_axis)))
-    return frozenset(keys)
+    from (one piece per axis, ``_pieces``). The scheduler runs the block next to such a chunk, so
+    a cut of it in a task of its own would only add a task."""
+    return frozenset((source.name, *(pieces[0][0] for pieces in per_axis))
+                     for _, reads, _ in planned for source, per_axis in zip(sources, reads)
+                     if per_axis is not None and all(len(pieces) == 1 for pieces in per_axis))
 
 
 def _assembled(block: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: np.dtype, parts: list) -> np.ndarray:
@@ -216,9 +210,9 @@ def gather(label: str, sources: Sequence[da.Array], parts: tuple[tuple[int, ...]
     many consecutive parts each of the array's blocks takes (default one: the array's chunks are
     ``parts``). A block of several parts is one task, whose parts ``block`` writes through
     ``out=``. A block's task cuts the source chunks its parts read in place itself
-    (``_read_in_place``); other chunks' parts are cut by tasks of their own. Each task costs the
-    scheduler and the workers about a millisecond on a 2-core machine, as much as a kernel moving
-    tens of MiB."""
+    (``_read_in_place``); other chunks' parts are cut by tasks of their own. Fewer tasks, because
+    each costs the scheduler and the workers as much as a kernel moving tens of MiB
+    (docs/performance.md, section 3)."""
     blocks = blocks or tuple((1,) * len(sizes) for sizes in parts)
     part_bounds = [bounds(sizes).tolist() for sizes in parts]
     block_edges = [bounds(counts).tolist() for counts in blocks]
@@ -228,15 +222,17 @@ def gather(label: str, sources: Sequence[da.Array], parts: tuple[tuple[int, ...]
     graph: dict = {}
     for index in itertools.product(*(range(len(counts)) for counts in blocks)):
         spans = [range(e[i], e[i + 1]) for e, i in zip(block_edges, index)]
-        planned = []
+        planned = []  # per part: its ranges, the pieces of each source it reads, its parameters
         for part in itertools.product(*spans):
             ranges = tuple((b[i], b[i + 1]) for b, i in zip(part_bounds, part))
-            planned.append((ranges, *plan_block(ranges)))
-        in_place = _read_in_place(sources, source_bounds, planned)
-        tasks = [[parameters, *(None if need is None else
-                                _source_task(source, edges, need, graph, f"{name}-part-{number}", in_place)
-                                for number, (source, edges, need) in enumerate(zip(sources, source_bounds, needs)))]
-                 for _, needs, parameters in planned]
+            needs, parameters = plan_block(ranges)
+            planned.append((ranges, [None if need is None else _pieces(edges, need)
+                                     for edges, need in zip(source_bounds, needs)], parameters))
+        in_place = _read_in_place(sources, planned)
+        tasks = [[parameters, *(None if per_axis is None else
+                                _source_task(source, edges, per_axis, graph, f"{name}-part-{number}", in_place)
+                                for number, (source, edges, per_axis) in enumerate(zip(sources, source_bounds, reads)))]
+                 for _, reads, parameters in planned]
         if len(planned) == 1:
             graph[(name, *index)] = (_on_one_thread, block, *tasks[0])
             continue

@@ -130,24 +130,19 @@ class _Block:
 
 
 def _block(parameters: _Block, *sources: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
-    """The block's result, into ``out`` when given (a part of a larger block, ``_graph.gather``)."""
-    if parameters.result_shape is None:
-        if out is None:
-            return np.zeros(parameters.out_shape, dtype=parameters.dtype)
-        out[...] = 0
-        return out
-    if parameters.accumulate is not None:
+    """The block's result, into ``out`` when given (a part of a larger block, ``_graph.gather``):
+    the in-memory call's result where it reaches (``result_shape``), +0 after it."""
+    reached = parameters.result_shape
+    if reached is not None and parameters.accumulate is not None:
         sources = tuple(s.astype(parameters.accumulate, copy=False) for s in sources)  # exact widening
+    if reached == parameters.out_shape and out is None:
+        return parameters.function(*sources, **parameters.arguments)
     if out is None:
-        result = parameters.function(*sources, **parameters.arguments)
-        if result.shape == parameters.out_shape:
-            return result
         out = np.zeros(parameters.out_shape, dtype=parameters.dtype)
-        out[tuple(slice(0, n) for n in result.shape)] = result
-        return out
-    if parameters.result_shape != parameters.out_shape:
+    elif reached != parameters.out_shape:
         out[...] = 0
-    parameters.function(*sources, **parameters.arguments, out=out[tuple(slice(0, n) for n in parameters.result_shape)])
+    if reached is not None:
+        parameters.function(*sources, **parameters.arguments, out=out[tuple(slice(0, n) for n in reached)])
     return out
 
 

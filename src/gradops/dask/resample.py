@@ -157,8 +157,10 @@ class _Block:
 def _block(parameters: _Block, source: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """The block's result, into ``out`` when given (a part of a larger block, ``_graph.gather``)."""
     if source is None:  # no output reads it: +0
-        zeros = np.zeros(tuple(cut.stop - cut.start for cut in parameters.crop), dtype=parameters.dtype)
-        return zeros if out is None else _written(out, zeros)
+        if out is None:
+            return np.zeros(tuple(cut.stop - cut.start for cut in parameters.crop), dtype=parameters.dtype)
+        out[...] = 0
+        return out
     gradient = parameters.gradient
     local = [_axis_block(axis, gradient, a, b) for axis, (a, b) in zip(parameters.axes, parameters.computed)]
     computed = tuple(b - a for a, b in parameters.computed)
@@ -168,10 +170,8 @@ def _block(parameters: _Block, source: np.ndarray | None, out: np.ndarray | None
     if out is not None and all(cut.stop - cut.start == n for cut, n in zip(parameters.crop, computed)):
         return run_plan(source, plan, parameters.backend, gradient=gradient, out=out)
     result = run_plan(source, plan, parameters.backend, gradient=gradient)[parameters.crop]
-    return result if out is None else _written(out, result)
-
-
-def _written(out: np.ndarray, result: np.ndarray) -> np.ndarray:
+    if out is None:
+        return result
     out[...] = result
     return out
 
