@@ -77,6 +77,13 @@ CASES = [
     (2, 7, 7, 1152, 1, 5, 5, (1, 1), (1, 1), (2, 2)),
     (2, 6, 6, 7, 3, 3, 3, (1, 1), (1, 1), (1, 1)),
     (1, 9, 11, 27, 1, 3, 3, (2, 2), (1, 1), (1, 1)),
+    # narrow rows read in place (narrow_lanes): a filter row's taps a pass, the last pass filled up
+    # with taps past the filter (4 taps at AVX2's passes of up to 4, 9 at AVX-512's of up to 7),
+    # dilated taps, a row stride, groups across images, channels past the last vector
+    (3, 6, 10, 24, 1, 2, 4, (1, 1), (1, 1), (0, 2)),
+    (1, 10, 9, 32, 1, 9, 9, (1, 1), (1, 1), (4, 4)),
+    (2, 8, 12, 40, 1, 3, 3, (1, 1), (2, 2), (2, 2)),
+    (2, 9, 10, 40, 1, 7, 7, (2, 1), (1, 1), (3, 3)),
 ]
 
 
@@ -145,3 +152,44 @@ def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(ca
         out = np.empty((fh, fw, c, 1), dtype)
         fast.backprop_filter(x_in, dy_in, out, 1, 1, 1, 1, *pad)
         np.testing.assert_array_equal(bits(out), expected, err_msg=f"x at +{x_shift}, dy at +{dy_shift}")
+
+
+# Narrow rows read in place (narrow_lanes) sum the padding's zeros where dy is finite: each case
+# puts an inf or a NaN in dy at a position where a tap reads padding, or signed zeros everywhere.
+SPECIAL_CASES = [
+    # (N, H, W, C, fh, fw, pad)
+    (2, 7, 7, 48, 5, 5, (2, 2)),
+    (3, 9, 11, 40, 3, 3, (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", SPECIAL_CASES)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
+@pytest.mark.parametrize("special", ["inf", "nan", "-inf", "signed zeros"])
+def test_narrow_rows_skip_the_padding_where_dy_is_not_finite(case, dtype, special):
+    """A tap that reaches padding adds nothing there, as the model does: an inf in dy at the edge
+    of a row is multiplied only by the x it meets, never by a zero of the padding (which would
+    make a NaN); dy of zeros of either sign against x of zeros of either sign leave every lane +0
+    where the model's sums are +0."""
+    n, h, w, c, fh, fw, pad = case
+    rng = np.random.default_rng(c + fh)
+    oh, ow = h + 2 * pad[0] - fh + 1, w + 2 * pad[1] - fw + 1
+    x = rng.standard_normal((n, h, w, c)).astype(dtype)
+    dy = rng.standard_normal((n, oh, ow, c)).astype(dtype)
+    if special == "signed zeros":
+        dy = np.copysign(np.zeros_like(dy), dy)
+        x[..., ::2] = np.copysign(np.zeros_like(x[..., ::2]), x[..., ::2])
+    else:
+        value = {"inf": np.inf, "nan": np.nan, "-inf": -np.inf}[special]
+        dy[0, 1, 0, 3] = value  # the first position of a row: the left taps read padding there
+        dy[n - 1, oh - 1, ow - 1, c - 1] = value  # the last: the right taps do
+    expected = bits(lane_order_backprop_filter(x, dy, fh, fw, (1, 1), (1, 1), pad, dtype))
+    (_, x_off, x_st), (_, dy_off, dy_st) = fast_plan._kernel_view(x, True), fast_plan._kernel_view(dy, True)
+    plan = filter_plan(x.shape, tuple(x_st.tolist()), dy.shape, tuple(dy_st.tolist()), dtype, (fh, fw, c, 1),
+                       (1, 1, 1, 1, *pad))
+    assert plan.path[0] == "narrow"
+    out = np.empty((fh, fw, c, 1), dtype)
+    fast.backprop_filter(x, dy, out, 1, 1, 1, 1, *pad)
+    np.testing.assert_array_equal(bits(out), expected)
+    if special != "signed zeros":
+        assert np.isfinite(out).sum() < out.size < np.isfinite(out).sum() + 2 * fh * fw

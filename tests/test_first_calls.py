@@ -227,7 +227,7 @@ def test_kernels_are_found_again_from_their_recipes():
     from gradops._fast.depthwise.kernels import _backprop_input_kernel_for
     from gradops._fast.resample.kernels import _contract_kernel, _select
     path = (False, False, False, False, True, 3, False, 0)
-    for kernel in (_backprop_input_kernel_for(path), _backprop_filter_kernel_for(True), _combine_chunks,
+    for kernel in (_backprop_input_kernel_for(path), _backprop_filter_kernel_for("registers", 0), _combine_chunks,
                    _contract_kernel((False, 0, 1, False, True, False, True, False)), _select):
         assert first_calls.make_kernel(first_calls.recipe_of(kernel)) is kernel
         assert pickle.loads(pickle.dumps(first_calls.recipe_of(kernel))) == first_calls.recipe_of(kernel)

@@ -278,7 +278,7 @@ def backprop_filter(x: np.ndarray, dy: np.ndarray, out: np.ndarray, stride_h: in
         x_buf, dy_buf = _kernel_buffer(x, True), _kernel_buffer(dy, True)
         shift = filter_line_shift(x_buf, x_off, dy_buf, dy_off) if plan.walks_from_lines else 0
         partial = np.empty(partial_shape, plan.acc)
-        share(_backprop_filter_kernel_for(plan.path), plan.chunks, moved, x_buf, x_off, x_st,
+        share(_backprop_filter_kernel_for(*plan.path), plan.chunks, moved, x_buf, x_off, x_st,
               x_buf if plan.direct_x else plan.rows_stand_in, plan.direct_x, dy_buf, dy_off, dy_st,
               dy_buf if plan.direct_dy else plan.rows_stand_in, plan.direct_dy, partial, plan.geo, plan.kind,
               plan.group_rows, shift)

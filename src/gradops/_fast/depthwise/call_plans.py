@@ -26,9 +26,10 @@ import numpy as np
 
 from .. import simd
 from ..codecs import FLOAT, HALF_KINDS
-from .plan import (_FILTER_REGISTER_POSITIONS, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows, _filter_chunks,
-                   _filter_group_rows, _forward_margins, _geometry, _is_planar, _no_rows, _pitch, _rows_per_job,
-                   _streams_rows, _streams_step, _tap_paths, _tap_shifts, _taps_per_plane, _whole_lines, _zero_margins)
+from .plan import (_FILTER_REGISTER_POSITIONS, _FILTER_VECTOR_BYTES, _IN_PLACE_ROW_BYTES, _accumulator, _direct_rows,
+                   _filter_chunks, _filter_group_rows, _filter_narrow_rows, _forward_margins, _geometry, _is_planar,
+                   _no_rows, _pitch, _rows_per_job, _streams_rows, _streams_step, _tap_paths, _tap_shifts,
+                   _taps_per_plane, _whole_lines, _zero_margins, filter_pass_taps)
 
 
 class CallPlan(NamedTuple):
@@ -172,7 +173,7 @@ def _phase(line_offset: int, dtype: np.dtype, stride_w: int, pitch: int, width: 
 class FilterPlan(NamedTuple):
     """What ``backprop_filter`` passes its kernel besides the data, and the partial sums' shape."""
 
-    path: bool  # ``_backprop_filter_kernel_for``'s key: lanes in registers
+    path: tuple  # ``_backprop_filter_kernel_for``'s key: ("registers" / "narrow" / "memory", taps per pass)
     chunks: int  # row chunks, one partial sum each (``_filter_chunks``)
     acc: type  # the partial sums' type
     direct_x: bool  # x rows read in place
@@ -200,15 +201,23 @@ def filter_plan(x_shape: tuple, x_st: tuple, dy_shape: tuple, dy_st: tuple, dtyp
     chunks = _filter_chunks(batch * out_h, out_w)
     # wide enough rows keep their lanes in registers (lanes.py), rows read in place a group at a time
     registers = out_w >= _FILTER_REGISTER_POSITIONS
-    group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
-                                    -(-batch * out_h // chunks))
+    itemsize = np.dtype(acc).itemsize
+    # narrower rows read in place, with a vector of channels or more: narrow_lanes
+    narrow = not registers and direct_x and direct_dy and width * itemsize >= _FILTER_VECTOR_BYTES
+    chunk_rows = -(-batch * out_h // chunks)
+    if narrow:
+        group_rows = _filter_narrow_rows(fh, stride_h, dil_h, in_h, out_h, out_w, in_w, width * itemsize, chunk_rows)
+        path = ("narrow", filter_pass_taps(fw))
+    else:
+        group_rows = _filter_group_rows(registers and direct_x and direct_dy, fh, stride_h, dil_h, out_w, in_w,
+                                        chunk_rows)
+        path = ("registers" if registers else "memory", 0)
     geo = _geometry(batch, in_h, in_w, chans, mult, out_h, out_w, fh, fw, stride_h, stride_w, dil_h, dil_w,
                     pad_top, pad_left)
     # rows read in place off the lines (NumPy's large arrays start 16 bytes past one) are walked
     # from the lines where both x and dy keep one point of a line: vectors across two lines take two
     # loads (docs/performance.md)
-    itemsize = np.dtype(acc).itemsize
     walks_from_lines = (registers and direct_x and direct_dy and _whole_lines(x_st, width, itemsize)
                         and _whole_lines(dy_st, width, itemsize))
-    return FilterPlan(registers, chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, HALF_KINDS.get(dtype, FLOAT),
+    return FilterPlan(path, chunks, acc, direct_x, direct_dy, _no_rows(acc), geo, HALF_KINDS.get(dtype, FLOAT),
                       group_rows, walks_from_lines)

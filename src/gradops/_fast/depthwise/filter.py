@@ -10,8 +10,9 @@ in place where x and dy are such rows, else staged one at a time (other types, p
 such as NCHW, strides as residue planes, multipliers as repeated x channels). Rows of at least
 ``plan._FILTER_REGISTER_POSITIONS`` positions go through the lanes in registers, rows read in
 place ``group_rows`` at a time (``plan._filter_group_rows``), so that a group's lines stay in
-L1 while the passes of taps revisit them; narrower rows keep their lanes in memory
-(``lanes._lane_rows_in_memory``).
+L1 while the passes of taps revisit them; narrower rows read in place through ``narrow_lanes``
+(a vector of channels at a time, lanes in registers, ``plan._filter_narrow_rows`` rows a group);
+other narrow rows keep their lanes in memory (``lanes._lane_rows_in_memory``).
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from ..first_calls import kernel_factory
 from ..pool import begin, claim, end, finish
 from .codecs import _store_one
 from .lanes import _NO_ROW, _add_lanes, _lane_rows, _lane_rows_in_memory, lane_slots
+from .narrow_lanes import add_narrow_lanes, narrow_rows_for
+from .plan import _FILTER_VECTOR_BYTES
 from .staging import _column_taps, _stage_channels_last
 
 
 @kernel_factory
-def _backprop_filter_kernel_for(registers_path: bool):
-    """``_backprop_filter_kernel`` for rows with lanes in registers or not (``FilterPlan.path``):
-    numba prunes the branch the flag rules out before typing it, so a call compiles only the lane
-    code its rows take (issue 23, cold start)."""
+def _backprop_filter_kernel_for(path: str, pass_taps: int = 0):
+    """``_backprop_filter_kernel`` for one ``FilterPlan.path``: "registers" (``lanes._lane_rows``),
+    "narrow" (``narrow_lanes``, filter rows in passes of ``pass_taps`` taps) or "memory"
+    (``lanes._lane_rows_in_memory``). numba prunes the branches the flags rule out before typing
+    them, so a call compiles only the lane code its rows take (issue 23, cold start)."""
+    registers_path, narrow_path = path == "registers", path == "narrow"
+    narrow_rows = narrow_rows_for(max(pass_taps, 1))
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
@@ -65,6 +71,14 @@ def _backprop_filter_kernel_for(registers_path: bool):
                 tags = np.full(ring_rows, -1, np.int64)
                 d_rows = np.empty(group_rows, np.int64)
                 x_cols = np.empty((group_rows, taps), np.int64)  # _NO_ROW: the tap reads no x row for that row
+                x_row_at = np.empty((group_rows, fh), np.int64)  # filter row ky's x row, or _NO_ROW
+                if narrow_path:
+                    v = _FILTER_VECTOR_BYTES // partial.itemsize
+                    padded_fw = -(-fw // pass_taps) * pass_taps
+                    vector_lanes = np.zeros((width // v, fh * padded_fw * lane_slots(0) * v), partial.dtype)
+                    x_buf = np.empty(group_rows * fh * (out_w + (padded_fw - 1) * dw) * v, partial.dtype)
+                    staged_x_rows, slot_rows = np.empty((fh, group_rows), np.int64), np.empty(group_rows * fh, np.int64)
+                    probe = np.empty(v, partial.dtype)
                 xs = x_direct if direct_x else ring
                 dy_row = np.empty(0 if direct_dy else out_w * width, partial.dtype)
                 ds = dy_direct if direct_dy else dy_row
@@ -85,6 +99,7 @@ def _backprop_filter_kernel_for(registers_path: bool):
                         for ky in range(fh):
                             iy = oy * sh - pt + ky * dh
                             x_cols[r, ky * fw:(ky + 1) * fw] = _NO_ROW
+                            x_row_at[r, ky] = _NO_ROW
                             if iy < 0 or iy >= in_h:
                                 continue
                             x_at = x_off + b * x_st[0] + iy * x_st[1]
@@ -97,6 +112,7 @@ def _backprop_filter_kernel_for(registers_path: bool):
                                     tags[slot] = b * in_h + iy
                                     _stage_channels_last(x, x_at, x_st[2], x_st[3], in_w, chans, mult, sw, plane_len,
                                                          width, ring, x_row, kind)
+                            x_row_at[r, ky] = x_row
                             for kx in range(fw):
                                 plane, q_shift = columns[kx, 2], columns[kx, 3]
                                 x_cols[r, ky * fw + kx] = x_row + (plane * plane_len + q_shift) * width
@@ -105,10 +121,19 @@ def _backprop_filter_kernel_for(registers_path: bool):
                                                                         dy_st, direct_dy, x_off, x_st, direct_x)
                         _lane_rows(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, d_next, d_next_n,
                                    x_next, x_next_n, shift)
+                    elif narrow_path:
+                        narrow_rows(vector_lanes, width, ds, d_rows, n_rows, xs, x_row_at, tap_lo, tap_hi, out_w, in_w,
+                                    fw, pl, dw, x_buf, staged_x_rows, slot_rows, probe)
+                        # the channels past the last whole vector
+                        _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi,
+                                             width - width % v)
                     else:
                         _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi, 0)
                     row += n_rows
-                _add_lanes(lanes, width, partial[chunk].reshape(-1), shift)
+                if narrow_path:
+                    add_narrow_lanes(lanes, vector_lanes, width, fw, padded_fw, partial[chunk].reshape(-1))
+                else:
+                    _add_lanes(lanes, width, partial[chunk].reshape(-1), shift)
             finish(counters)
 
     return _backprop_filter_kernel

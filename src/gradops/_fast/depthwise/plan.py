@@ -34,7 +34,7 @@ from ..pool import thread_count
 from ..strided import aligned_input, flat_buffer, flat_view
 from ..target import codegen_target, data_cache_bytes, host_avx512, host_vendor, last_level_cache_bytes
 from ..codecs import HALF_KINDS
-from .selection import FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
+from .selection import FILTER_PASS_TAPS, FILTER_VECTOR_BYTES, NINE_BLOCKS, NINE_ROWS, row_sizes, tier
 
 # Forward / backprop input: jobs handed out per thread, enough to balance the load and no more,
 # since each job reads the source rows around its block again (``_rows_per_job``).
@@ -87,6 +87,10 @@ _IN_PLACE_ROW_BYTES = 128
 # group's lines of one vector of channels (its dy rows, and the x rows they read) fill at most
 # this share of the L1 data cache, where the passes revisit them.
 _FILTER_GROUP_L1_SHARE = 0.5
+# Backprop filter, narrow rows (``narrow_lanes``): the share of L2 a group of rows takes, and the
+# most taps per pass (``selection.FILTER_PASS_TAPS``).
+_FILTER_NARROW_L2_SHARE = 0.5
+_FILTER_PASS_TAPS = FILTER_PASS_TAPS[tier(codegen_target())]
 # ``_planar_blocks_kernel``: about this many elements per block of rows, so that a job's staged
 # rows and accumulators stay in cache.
 _PLANAR_BLOCK_ELEMENTS = 8192
@@ -282,6 +286,36 @@ def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w
     while rows < chunk_rows and (rows + 1) * out_w + (rows * sh + (fh - 1) * dh + 1) * in_w <= budget:
         rows += 1
     return rows
+
+
+def _filter_narrow_rows(fh: int, sh: int, dh: int, in_h: int, out_h: int, out_w: int, in_w: int, position_bytes: int,
+                        chunk_rows: int) -> int:
+    """Rows per group of the backprop filter's narrow rows (``narrow_lanes``): as many as a chunk
+    has while one vector of channels of the group's dy and x rows fits the L1 budget of
+    ``_filter_group_rows`` and the whole rows (``position_bytes`` a position) fit
+    ``_FILTER_NARROW_L2_SHARE`` of L2, where the group is brought before its vectors are read.
+    The x rows of a group that starts an image: ``in_h`` per whole image, at most that many for
+    the rest (small images: whole images a group, each x row staged once)."""
+    l1_lines = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // simd.LINE_BYTES
+    l2_positions = int(data_cache_bytes(2) * _FILTER_NARROW_L2_SHARE) // position_bytes
+
+    def positions(rows: int) -> int:
+        images, rest = divmod(rows, out_h)
+        x_rows = images * in_h + (min(in_h, (rest - 1) * sh + (fh - 1) * dh + 1) if rest else 0)
+        return rows * out_w + x_rows * in_w
+
+    rows = 1
+    while rows < chunk_rows and positions(rows + 1) <= min(l1_lines, l2_positions):
+        rows += 1
+    return rows
+
+
+def filter_pass_taps(fw: int) -> int:
+    """Taps of a filter row per pass of ``narrow_lanes._row_pass``: all ``fw`` where their lanes
+    (2 each), the pair of dy vectors and the x vectors fit the registers, else the fewest passes
+    of equal size (``_FILTER_PASS_TAPS``)."""
+    passes = -(-fw // _FILTER_PASS_TAPS)
+    return -(-fw // passes)
 
 
 def _streams_step(step_bytes: int) -> bool:

@@ -147,6 +147,12 @@ TILE_KERNELS = {
 # accumulators; in 64-byte vectors (two AVX2 registers each) they would take 12 of the 16.
 FILTER_VECTOR_BYTES = {"wide": 64, "narrow": 32}
 
+# The backprop filter's narrow rows (``narrow_lanes._row_pass``): the most taps of a filter row per
+# pass, two lanes each in registers beside a pair of dy vectors and the x vectors (AVX-512: 14
+# lanes of 32 registers; AVX2: 8 of 16). AVX2 passes of 4 beat passes of 3, which fill a 7-tap row
+# up to 9 (docs/performance.md, "Depthwise").
+FILTER_PASS_TAPS = {"wide": 7, "narrow": 4}
+
 
 def tier(target: Target) -> str:
     """The table's tier of the code-generation target."""
