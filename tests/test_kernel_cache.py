@@ -44,3 +44,16 @@ def test_files_outside_the_package_keep_numbas_locators(tmp_path):
     locator_classes = [c for c in caching.CacheImpl._locator_classes if issubclass(c, _fast._PackageStamp)]
     assert len(locator_classes) == 3
     assert all(c.from_function(lambda: None, str(outside)) is None for c in locator_classes)
+
+
+def test_a_package_reached_through_a_symbolic_link_keeps_the_package_stamp(tmp_path):
+    """A checkout reached through a link (``_PACKAGE`` is resolved, ``py_file`` need not be) is
+    still stamped with the package's digest, not numba's per-file stamp, which two such processes
+    would overwrite in each other's cache index."""
+    link = tmp_path / "linked_fast"
+    link.symlink_to(_fast._PACKAGE, target_is_directory=True)
+    linked_file = str(link / "relu.py")
+    locator_classes = [c for c in caching.CacheImpl._locator_classes if issubclass(c, _fast._PackageStamp)]
+    locators = [c.from_function(relu._select_alone.py_func, linked_file) for c in locator_classes]
+    assert any(locator is not None for locator in locators)
+    assert all(locator.get_source_stamp() == _fast._package_digest() for locator in locators if locator is not None)

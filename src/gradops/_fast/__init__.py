@@ -154,7 +154,8 @@ class _PackageStamp:
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not os.path.abspath(py_file).startswith(str(_PACKAGE) + os.sep):
+        # resolved, as _PACKAGE is: a checkout reached through a symbolic link is still this package
+        if not os.path.realpath(py_file).startswith(str(_PACKAGE) + os.sep):
             return None
         return super().from_function(py_func, py_file)
 
