@@ -97,7 +97,7 @@ def _row_pass_for(taps: int):
                 e6 = _tap_term(e6, de, x, xp + 6 * step)
         return e0, o0, e1, o1, e2, o2, e3, o3, e4, o4, e5, o5, e6, o6
 
-    @row_njit
+    @njit(inline="always")
     def _row_pass(lanes, at, d, d_rows, n_rows, width, j, x, x_rows, column, out_w, dw):
         """``taps`` taps of one filter row, from ``column`` (staged positions) on, for the vector
         of channels ``j``: their lanes ``lanes[at:]`` (``[tap][lane][vector]``) plus the terms of
