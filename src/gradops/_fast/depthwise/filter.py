@@ -37,7 +37,7 @@ def _backprop_filter_kernel_for(path: str, pass_taps: int = 0):
     (``lanes._lane_rows_in_memory``). numba prunes the branches the flags rule out before typing
     them, so a call compiles only the lane code its rows take (issue 23, cold start)."""
     registers_path, narrow_path = path == "registers", path == "narrow"
-    narrow_rows = narrow_rows_for(max(pass_taps, 1))
+    narrow_rows = narrow_rows_for(pass_taps) if narrow_path else None
 
     @njit(cache=True, nogil=True)
     def _backprop_filter_kernel(counters, epoch, role, pool_chunks, x, x_off, x_st, x_direct, direct_x, dy, dy_off,
@@ -74,7 +74,7 @@ def _backprop_filter_kernel_for(path: str, pass_taps: int = 0):
                 x_row_at = np.empty((group_rows, fh), np.int64)  # filter row ky's x row, or _NO_ROW
                 if narrow_path:
                     v = _FILTER_VECTOR_BYTES // partial.itemsize
-                    padded_fw = -(-fw // pass_taps) * pass_taps
+                    padded_fw = -(-fw // pass_taps) * pass_taps  # whole passes of a filter row
                     vector_lanes = np.zeros((width // v, fh * padded_fw * lane_slots(0) * v), partial.dtype)
                     x_buf = np.empty(group_rows * fh * (out_w + (padded_fw - 1) * dw) * v, partial.dtype)
                     staged_x_rows, slot_rows = np.empty((fh, group_rows), np.int64), np.empty(group_rows * fh, np.int64)
@@ -123,7 +123,7 @@ def _backprop_filter_kernel_for(path: str, pass_taps: int = 0):
                                    x_next, x_next_n, shift)
                     elif narrow_path:
                         narrow_rows(vector_lanes, width, ds, d_rows, n_rows, xs, x_row_at, tap_lo, tap_hi, out_w, in_w,
-                                    fw, pl, dw, x_buf, staged_x_rows, slot_rows, probe)
+                                    fw, padded_fw, pl, dw, x_buf, staged_x_rows, slot_rows, probe)
                         # the channels past the last whole vector
                         _lane_rows_in_memory(lanes, width, ds, d_rows, n_rows, xs, x_cols, tap_lo, tap_hi,
                                              width - width % v)

@@ -43,14 +43,28 @@ _NO_X = -1
 
 
 @njit(inline="always")
-def _tap_terms(e, o, de, do, x, at, v):
-    """A tap's lanes plus the terms of a pair of positions: x at ``at`` (even) and ``at + v``."""
-    return simd.muladd(e, de, simd.load_as(e, x, at)), simd.muladd(o, do, simd.load_as(e, x, at + v))
+def _tap_term(e, de, x, at):
+    """A lane plus the term of dy vector ``de`` and the staged x vector at ``at``."""
+    return simd.muladd(e, de, simd.load_as(e, x, at))
 
 
 @njit(inline="always")
-def _tap_term(e, de, x, at):
-    return simd.muladd(e, de, simd.load_as(e, x, at))
+def _tap_terms(e, o, de, do, x, at, v):
+    """A tap's lanes plus the terms of a pair of positions: x at ``at`` (even) and ``at + v``."""
+    return _tap_term(e, de, x, at), _tap_term(o, do, x, at + v)
+
+
+@njit(inline="always")
+def _load_pair(like, lanes, at, v):
+    """A tap's two lanes from ``lanes[at:]`` (``[lane][vector]``)."""
+    return simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + v)
+
+
+@njit(inline="always")
+def _store_pair(lanes, at, v, even, odd):
+    """A tap's two lanes back to ``lanes[at:]`` (``[lane][vector]``)."""
+    simd.store(lanes, at, even)
+    simd.store(lanes, at + v, odd)
 
 
 @functools.cache
@@ -106,20 +120,21 @@ def _row_pass_for(taps: int):
         staged position ox + k*dw of its row."""
         like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
         v = _FILTER_VECTOR_BYTES // lanes.itemsize
+        # tap k's lanes at at + 2k*v (even) and at + (2k + 1)*v; the taps past ``taps`` are not kept
         e0 = o0 = e1 = o1 = e2 = o2 = e3 = o3 = e4 = o4 = e5 = o5 = e6 = o6 = like
-        e0, o0 = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + v)
+        e0, o0 = _load_pair(like, lanes, at, v)
         if taps > 1:
-            e1, o1 = simd.load_as(like, lanes, at + 2 * v), simd.load_as(like, lanes, at + 3 * v)
+            e1, o1 = _load_pair(like, lanes, at + 2 * v, v)
         if taps > 2:
-            e2, o2 = simd.load_as(like, lanes, at + 4 * v), simd.load_as(like, lanes, at + 5 * v)
+            e2, o2 = _load_pair(like, lanes, at + 4 * v, v)
         if taps > 3:
-            e3, o3 = simd.load_as(like, lanes, at + 6 * v), simd.load_as(like, lanes, at + 7 * v)
+            e3, o3 = _load_pair(like, lanes, at + 6 * v, v)
         if taps > 4:
-            e4, o4 = simd.load_as(like, lanes, at + 8 * v), simd.load_as(like, lanes, at + 9 * v)
+            e4, o4 = _load_pair(like, lanes, at + 8 * v, v)
         if taps > 5:
-            e5, o5 = simd.load_as(like, lanes, at + 10 * v), simd.load_as(like, lanes, at + 11 * v)
+            e5, o5 = _load_pair(like, lanes, at + 10 * v, v)
         if taps > 6:
-            e6, o6 = simd.load_as(like, lanes, at + 12 * v), simd.load_as(like, lanes, at + 13 * v)
+            e6, o6 = _load_pair(like, lanes, at + 12 * v, v)
         acc = (e0, o0, e1, o1, e2, o2, e3, o3, e4, o4, e5, o5, e6, o6)
         for r in range(n_rows):
             if x_rows[r] == _NO_X:
@@ -130,26 +145,19 @@ def _row_pass_for(taps: int):
             else:
                 acc = _positions(acc, d, d_rows[r] + j, width, x, xp0, v, dw * v, out_w)
         e0, o0, e1, o1, e2, o2, e3, o3, e4, o4, e5, o5, e6, o6 = acc
-        simd.store(lanes, at, e0)
-        simd.store(lanes, at + v, o0)
+        _store_pair(lanes, at, v, e0, o0)
         if taps > 1:
-            simd.store(lanes, at + 2 * v, e1)
-            simd.store(lanes, at + 3 * v, o1)
+            _store_pair(lanes, at + 2 * v, v, e1, o1)
         if taps > 2:
-            simd.store(lanes, at + 4 * v, e2)
-            simd.store(lanes, at + 5 * v, o2)
+            _store_pair(lanes, at + 4 * v, v, e2, o2)
         if taps > 3:
-            simd.store(lanes, at + 6 * v, e3)
-            simd.store(lanes, at + 7 * v, o3)
+            _store_pair(lanes, at + 6 * v, v, e3, o3)
         if taps > 4:
-            simd.store(lanes, at + 8 * v, e4)
-            simd.store(lanes, at + 9 * v, o4)
+            _store_pair(lanes, at + 8 * v, v, e4, o4)
         if taps > 5:
-            simd.store(lanes, at + 10 * v, e5)
-            simd.store(lanes, at + 11 * v, o5)
+            _store_pair(lanes, at + 10 * v, v, e5, o5)
         if taps > 6:
-            simd.store(lanes, at + 12 * v, e6)
-            simd.store(lanes, at + 13 * v, o6)
+            _store_pair(lanes, at + 12 * v, v, e6, o6)
 
     return _row_pass
 
@@ -183,19 +191,17 @@ def _exact_taps(lanes, fw, padded_fw, d, d_rows, n_rows, width, j, x, x_rows, lo
     for t in range(lo.size):
         ky, kx = t // fw, t % fw
         at = (ky * padded_fw + kx) * _LANES * v
-        even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + v)
+        even, odd = _load_pair(like, lanes, at, v)
         for r in range(n_rows):
             if x_rows[ky, r] == _NO_X:
                 continue
             for ox in range(lo[t], hi[t]):
-                term = simd.mul(simd.load_as(like, d, d_rows[r] + ox * width + j),
-                                simd.load_as(like, x, x_rows[ky, r] + (ox + kx * dw) * v))
+                at_x = x_rows[ky, r] + (ox + kx * dw) * v
                 if ox % 2 == 0:
-                    even = simd.add(even, term)
+                    even = _tap_term(even, simd.load_as(like, d, d_rows[r] + ox * width + j), x, at_x)
                 else:
-                    odd = simd.add(odd, term)
-        simd.store(lanes, at, even)
-        simd.store(lanes, at + v, odd)
+                    odd = _tap_term(odd, simd.load_as(like, d, d_rows[r] + ox * width + j), x, at_x)
+        _store_pair(lanes, at, v, even, odd)
 
 
 @functools.cache
@@ -204,18 +210,17 @@ def narrow_rows_for(pass_taps: int):
     row_pass = _row_pass_for(pass_taps)
 
     @row_njit
-    def _narrow_rows(vector_lanes, width, d, d_rows, n_rows, xs, x_row_at, lo, hi, out_w, in_w, fw, pl, dw, x_buf,
-                     x_rows, slot_rows, probe):
+    def _narrow_rows(vector_lanes, width, d, d_rows, n_rows, xs, x_row_at, lo, hi, out_w, in_w, fw, padded_fw, pl, dw,
+                     x_buf, x_rows, slot_rows, probe):
         """The terms of ``n_rows`` dy rows (row r at ``d_rows[r]``; its filter row ky reads the x
         row at ``x_row_at[r, ky]``, or ``_NO_ROW``) into ``vector_lanes[j // vector]``
-        (``[filter row][padded tap][lane][vector]``), for every whole vector of channels ``j``
+        (``[filter row][padded tap][lane][vector]``: ``padded_fw``, a whole number of passes, taps a
+        filter row), for every whole vector of channels ``j``
         (module docstring). ``x_buf``, ``x_rows`` (``[filter row][row]``: where the row's x row
         is staged), ``slot_rows``, ``probe``: scratch."""
         like = simd.zeros_of(x_buf, _FILTER_VECTOR_BYTES)
         v = _FILTER_VECTOR_BYTES // vector_lanes.itemsize
         fh = x_row_at.shape[1]
-        passes = -(-fw // pass_taps)
-        padded_fw = passes * pass_taps
         row_len = out_w + (padded_fw - 1) * dw  # staged positions of an x row: pl zeros first
         slots = 0
         for r in range(n_rows):

@@ -276,12 +276,18 @@ def _filter_chunks(rows: int, out_w: int) -> int:
     return min(_CHUNKS, rows, max(_MIN_CHUNKS, -(-rows * out_w // _CHUNK_POSITIONS)))
 
 
+def _filter_l1_lines() -> int:
+    """The lines of one vector of channels a backprop-filter group of rows may take
+    (``_FILTER_GROUP_L1_SHARE`` of L1), where the passes of taps revisit them."""
+    return int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // simd.LINE_BYTES
+
+
 def _filter_group_rows(direct: bool, fh: int, sh: int, dh: int, out_w: int, in_w: int, chunk_rows: int) -> int:
     """Rows per group of the backprop-filter kernel (``_FILTER_GROUP_L1_SHARE``): 1 unless its
     channels-last rows are read in place (``direct``); at most a chunk's rows."""
     if not direct:
         return 1
-    budget = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // simd.LINE_BYTES
+    budget = _filter_l1_lines()
     rows = 1
     while rows < chunk_rows and (rows + 1) * out_w + (rows * sh + (fh - 1) * dh + 1) * in_w <= budget:
         rows += 1
@@ -296,7 +302,7 @@ def _filter_narrow_rows(fh: int, sh: int, dh: int, in_h: int, out_h: int, out_w:
     ``_FILTER_NARROW_L2_SHARE`` of L2, where the group is brought before its vectors are read.
     The x rows of a group that starts an image: ``in_h`` per whole image, at most that many for
     the rest (small images: whole images a group, each x row staged once)."""
-    l1_lines = int(data_cache_bytes(1) * _FILTER_GROUP_L1_SHARE) // simd.LINE_BYTES
+    l1_lines = _filter_l1_lines()
     l2_positions = int(data_cache_bytes(2) * _FILTER_NARROW_L2_SHARE) // position_bytes
 
     def positions(rows: int) -> int:
