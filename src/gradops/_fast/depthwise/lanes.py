@@ -20,8 +20,9 @@ A tap's slots are ``[extra][lane 0][lane 1]``, each ``[k]``, so the straddling r
 1 is stored over lane 0's last channels and lane 1's first, and lane 0's over the extra slot's
 last channels, which stand for lane 1's until ``_add_lanes`` moves them there. A tap's first
 position adds its own channels only, and the position after its last one adds the last one's
-channels only (``_straddling_tap``). Every element of a register still adds the terms of one
-lane in (row, ox) order: the same sums, the same bits.
+channels only (``_part_terms`` around a pass's whole vectors, ``_straddling_tap`` for a tap
+alone). Every element of a register still adds the terms of one lane in (row, ox) order: the
+same sums, the same bits.
 """
 
 from __future__ import annotations
@@ -121,19 +122,22 @@ def lane_slots(shift):
 
 
 @njit(inline="always")
-def _three_taps(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi):
-    """Taps t .. t + 2, channels j .. j + vector: their lanes plus the rows' terms. Each row's
-    positions that all three taps reach go in pairs; a tap's own positions before and after
-    them, and whole rows where some tap reads no x row, tap by tap: every lane ascending."""
+def _three_taps(lanes, like, width, j, t, slots, d, d_rows, first_row, end_row, xs, x_cols, lo, hi, whole):
+    """Taps t .. t + 2, channels j .. j + vector: their lanes plus the terms of rows [first_row,
+    end_row). Each row's positions that all three taps reach go in pairs; a tap's own positions
+    before and after them, and whole rows where some tap reads no x row, tap by tap: every lane
+    ascending. ``whole`` = 1: the vector straddling each position and the one before, whose
+    whole vectors start at each tap's second position (``_part_terms`` adds the rest); else 0."""
     at = (t * slots + slots - _LANES) * width + j
     at1, at2 = at + slots * width, at + 2 * slots * width  # taps t + 1, t + 2
     e0, o0 = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
     e1, o1 = simd.load_as(like, lanes, at1), simd.load_as(like, lanes, at1 + width)
     e2, o2 = simd.load_as(like, lanes, at2), simd.load_as(like, lanes, at2 + width)
-    lo0, lo1, lo2, hi0, hi1, hi2 = lo[t], lo[t + 1], lo[t + 2], hi[t], hi[t + 1], hi[t + 2]
+    lo0, lo1, lo2 = lo[t] + whole, lo[t + 1] + whole, lo[t + 2] + whole
+    hi0, hi1, hi2 = hi[t], hi[t + 1], hi[t + 2]
     start, end = max(lo0, lo1, lo2), min(hi0, hi1, hi2)
     shared = start < end  # some positions all three taps reach
-    for r in range(n_rows):
+    for r in range(first_row, end_row):
         dp = d_rows[r] + j
         c0, c1, c2 = x_cols[r, t], x_cols[r, t + 1], x_cols[r, t + 2]
         if not shared or c0 == _NO_ROW or c1 == _NO_ROW or c2 == _NO_ROW:
@@ -161,6 +165,43 @@ def _three_taps(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, 
 
 
 @njit(inline="always")
+def _part_term(acc, d, dp, xs, xp, width, ox, shift, previous):
+    """``acc`` plus the term of position ``ox``'s straddling vector in its first ``shift``
+    elements only (``previous``: position ox - 1's last channels) or in the others only (position
+    ox's first channels)."""
+    term = _term(acc, d, dp, xs, xp, width, ox)
+    return simd.choose_first(shift, term, acc) if previous else simd.choose_first(shift, acc, term)
+
+
+@njit(inline="always")
+def _part_into(even, odd, d, dp, xs, xp, width, ox, shift, previous):
+    """The lanes plus the straddling vector's part term at position ``ox`` (``_part_term``), into
+    lane ``ox % 2``."""
+    if ox % 2 == 0:
+        return _part_term(even, d, dp, xs, xp, width, ox, shift, previous), odd
+    return even, _part_term(odd, d, dp, xs, xp, width, ox, shift, previous)
+
+
+@row_njit
+def _part_terms(lanes, width, t, slots, d, d_rows, r, xs, x_cols, lo, hi, shift, previous):
+    """The straddling lanes of taps t .. t + 2 plus row r's part terms (``_part_term``): at each
+    tap's first position (``previous`` False: before ``_three_taps`` adds its whole vectors) or at
+    the position after its last one (True: after them). Called, not inlined: inlined into
+    ``_lane_rows``, its code slowed the other vectors' passes (a 7x7 filter's by 5%)."""
+    like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
+    for tap in range(t, t + _TAPS_PER_PASS):
+        column = x_cols[r, tap]
+        if column == _NO_ROW or lo[tap] >= hi[tap]:
+            continue
+        at = (tap * slots + slots - _LANES) * width - shift
+        even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
+        even, odd = _part_into(even, odd, d, d_rows[r] - shift, xs, column - shift, width,
+                               hi[tap] if previous else lo[tap], shift, previous)
+        simd.store(lanes, at, even)
+        simd.store(lanes, at + width, odd)
+
+
+@njit(inline="always")
 def _one_tap(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi):
     """``_three_taps`` for tap t alone."""
     at = (t * slots + slots - _LANES) * width + j
@@ -170,15 +211,6 @@ def _one_tap(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo,
             even, odd = _tap_run(even, odd, d, d_rows[r] + j, xs, x_cols[r, t] + j, width, lo[t], hi[t])
     simd.store(lanes, at, even)
     simd.store(lanes, at + width, odd)
-
-
-@njit(inline="always")
-def _part_term(acc, d, dp, xs, xp, width, ox, shift, previous):
-    """``acc`` plus the term of position ``ox``'s straddling vector in its first ``shift``
-    elements only (``previous``: position ox - 1's last channels) or in the others only (position
-    ox's first channels)."""
-    term = _term(acc, d, dp, xs, xp, width, ox)
-    return simd.choose_first(shift, term, acc) if previous else simd.choose_first(shift, acc, term)
 
 
 @njit(inline="always")
@@ -194,15 +226,9 @@ def _straddling_tap(lanes, like, width, t, slots, d, d_rows, n_rows, xs, x_cols,
         if x_cols[r, t] == _NO_ROW:
             continue
         dp, xp = d_rows[r] - shift, x_cols[r, t] - shift
-        if first % 2 == 0:
-            even = _part_term(even, d, dp, xs, xp, width, first, shift, False)
-        else:
-            odd = _part_term(odd, d, dp, xs, xp, width, first, shift, False)
+        even, odd = _part_into(even, odd, d, dp, xs, xp, width, first, shift, False)
         even, odd = _tap_run(even, odd, d, dp, xs, xp, width, first + 1, last)
-        if last % 2 == 0:
-            even = _part_term(even, d, dp, xs, xp, width, last, shift, True)
-        else:
-            odd = _part_term(odd, d, dp, xs, xp, width, last, shift, True)
+        even, odd = _part_into(even, odd, d, dp, xs, xp, width, last, shift, True)
     simd.store(lanes, at, even)
     simd.store(lanes, at + width, odd)
 
@@ -221,8 +247,9 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
     ``xs[x_next:][:x_next_n]``, are requested into L2 a share per (vector, pass): the walk reads
     lines far apart, which the CPU's prefetchers do not foresee. ``shift`` > 0: rows and vectors
     of channels that start ``shift`` elements past a multiple of the vector width, walked from it
-    (module docstring; the first vector of each position tap by tap), into lanes of
-    ``lane_slots(shift)`` slots per tap; the width is then whole lines, so whole vectors."""
+    (module docstring; the vector straddling each position and the one before in the same passes,
+    a row at a time), into lanes of ``lane_slots(shift)`` slots per tap; the width is then whole
+    lines, so whole vectors."""
     like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
     v = _FILTER_VECTOR_BYTES // lanes.itemsize
     vectors = width - width % v
@@ -238,11 +265,21 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
             simd.prefetch_l2_range(d, d_next + requested * d_share, d_next + min((requested + 1) * d_share, d_next_n))
             simd.prefetch_l2_range(xs, x_next + requested * x_share, x_next + min((requested + 1) * x_share, x_next_n))
             requested += 1
-            if shift > 0 and j == 0:
-                for alone in range(t, min(t + _TAPS_PER_PASS, taps)):
+            straddling = shift > 0 and j == 0
+            if t + _TAPS_PER_PASS <= taps:
+                # the straddling vector a row at a time, each row's part terms around its whole
+                # vectors; one copy of the pass for every vector (a second one doubled the compile)
+                blocks, block_rows = (n_rows, 1) if straddling else (1, n_rows)
+                for block in range(blocks):
+                    if straddling:
+                        _part_terms(lanes, width, t, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, False)
+                    _three_taps(lanes, like, width, j - shift, t, slots, d, d_rows, block * block_rows,
+                                (block + 1) * block_rows, xs, x_cols, lo, hi, 1 if straddling else 0)
+                    if straddling:
+                        _part_terms(lanes, width, t, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, True)
+            elif straddling:
+                for alone in range(t, taps):
                     _straddling_tap(lanes, like, width, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi, shift)
-            elif t + _TAPS_PER_PASS <= taps:
-                _three_taps(lanes, like, width, j - shift, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
             else:
                 for alone in range(t, taps):
                     _one_tap(lanes, like, width, j - shift, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
