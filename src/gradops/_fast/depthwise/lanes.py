@@ -187,7 +187,7 @@ def _part_terms(lanes, width, t, slots, d, d_rows, r, xs, x_cols, lo, hi, shift,
     """The straddling lanes of taps t .. t + 2 plus row r's part terms (``_part_term``): at each
     tap's first position (``previous`` False: before ``_three_taps`` adds its whole vectors) or at
     the position after its last one (True: after them). Called, not inlined: inlined into
-    ``_lane_rows``, its code slowed the other vectors' passes (a 7x7 filter's by 5%)."""
+    ``_lane_rows``, its code slowed the other vectors' passes (docs/performance.md, "Depthwise")."""
     like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
     for tap in range(t, t + _TAPS_PER_PASS):
         column = x_cols[r, tap]
@@ -268,7 +268,8 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
             straddling = shift > 0 and j == 0
             if t + _TAPS_PER_PASS <= taps:
                 # the straddling vector a row at a time, each row's part terms around its whole
-                # vectors; one copy of the pass for every vector (a second one doubled the compile)
+                # vectors; one copy of the pass for every vector (a second one makes the kernel's
+                # compile much longer: docs/performance.md)
                 blocks, block_rows = (n_rows, 1) if straddling else (1, n_rows)
                 for block in range(blocks):
                     if straddling:
