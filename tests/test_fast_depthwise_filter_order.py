@@ -132,7 +132,7 @@ LINE_CASES = [
 def test_rows_off_the_lines_are_walked_from_the_lines_in_the_documented_order(case, dtype):
     """Rows that start ``shift`` elements past a line (NumPy's large arrays start 16 bytes past
     one) are walked with vectors moved back to the line, the first of each position straddling
-    the previous position (``lanes._straddling_tap``): at every offset, the same bits as the
+    the previous position (``lanes._part_terms``): at every offset, the same bits as the
     order's model; x and dy at different offsets are walked as they are."""
     n, h, w, c, fh, fw, pad = case
     rng = np.random.default_rng(w + c)

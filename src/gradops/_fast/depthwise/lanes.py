@@ -20,9 +20,8 @@ A tap's slots are ``[extra][lane 0][lane 1]``, each ``[k]``, so the straddling r
 1 is stored over lane 0's last channels and lane 1's first, and lane 0's over the extra slot's
 last channels, which stand for lane 1's until ``_add_lanes`` moves them there. A tap's first
 position adds its own channels only, and the position after its last one adds the last one's
-channels only (``_part_terms`` around a pass's whole vectors, ``_straddling_tap`` for a tap
-alone). Every element of a register still adds the terms of one lane in (row, ox) order: the
-same sums, the same bits.
+channels only (``_part_terms``, around each row's whole vectors). Every element of a register
+still adds the terms of one lane in (row, ox) order: the same sums, the same bits.
 """
 
 from __future__ import annotations
@@ -164,71 +163,35 @@ def _three_taps(lanes, like, width, j, t, slots, d, d_rows, first_row, end_row, 
     simd.store(lanes, at2 + width, o2)
 
 
-@njit(inline="always")
-def _part_term(acc, d, dp, xs, xp, width, ox, shift, previous):
-    """``acc`` plus the term of position ``ox``'s straddling vector in its first ``shift``
-    elements only (``previous``: position ox - 1's last channels) or in the others only (position
-    ox's first channels)."""
-    term = _term(acc, d, dp, xs, xp, width, ox)
-    return simd.choose_first(shift, term, acc) if previous else simd.choose_first(shift, acc, term)
-
-
-@njit(inline="always")
-def _part_into(even, odd, d, dp, xs, xp, width, ox, shift, previous):
-    """The lanes plus the straddling vector's part term at position ``ox`` (``_part_term``), into
-    lane ``ox % 2``."""
-    if ox % 2 == 0:
-        return _part_term(even, d, dp, xs, xp, width, ox, shift, previous), odd
-    return even, _part_term(odd, d, dp, xs, xp, width, ox, shift, previous)
-
-
 @row_njit
-def _part_terms(lanes, width, t, slots, d, d_rows, r, xs, x_cols, lo, hi, shift, previous):
-    """The straddling lanes of taps t .. t + 2 plus row r's part terms (``_part_term``): at each
-    tap's first position (``previous`` False: before ``_three_taps`` adds its whole vectors) or at
-    the position after its last one (True: after them). Called, not inlined: inlined into
-    ``_lane_rows``, its code slowed the other vectors' passes (docs/performance.md, "Depthwise")."""
+def _part_terms(lanes, width, first_tap, end_tap, slots, d, d_rows, r, xs, x_cols, lo, hi, shift, previous):
+    """The straddling lanes of taps ``first_tap`` .. ``end_tap`` - 1 plus row r's part terms: the
+    term of a tap's first position in its last elements only (that position's own channels;
+    ``previous`` False, before the row's whole vectors), or of the position after its last one in
+    its first ``shift`` elements only (the last position's channels; True, after them), into lane
+    ``ox % 2``. Called, not inlined: inlined into ``_lane_rows``, its code slowed the other
+    vectors' passes (docs/performance.md, "Depthwise")."""
     like = simd.zeros_of(lanes, _FILTER_VECTOR_BYTES)
-    for tap in range(t, t + _TAPS_PER_PASS):
+    for tap in range(first_tap, end_tap):
         column = x_cols[r, tap]
         if column == _NO_ROW or lo[tap] >= hi[tap]:
             continue
-        at = (tap * slots + slots - _LANES) * width - shift
-        even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
-        even, odd = _part_into(even, odd, d, d_rows[r] - shift, xs, column - shift, width,
-                               hi[tap] if previous else lo[tap], shift, previous)
-        simd.store(lanes, at, even)
-        simd.store(lanes, at + width, odd)
+        ox = hi[tap] if previous else lo[tap]
+        at = (tap * slots + slots - _LANES + ox % 2) * width - shift
+        lane = simd.load_as(like, lanes, at)
+        term = _term(lane, d, d_rows[r] - shift, xs, column - shift, width, ox)
+        part = simd.choose_first(shift, term, lane) if previous else simd.choose_first(shift, lane, term)
+        simd.store(lanes, at, part)
 
 
 @njit(inline="always")
-def _one_tap(lanes, like, width, j, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi):
+def _one_tap(lanes, like, width, j, t, slots, d, d_rows, first_row, end_row, xs, x_cols, lo, hi, whole):
     """``_three_taps`` for tap t alone."""
     at = (t * slots + slots - _LANES) * width + j
     even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
-    for r in range(n_rows):
+    for r in range(first_row, end_row):
         if x_cols[r, t] != _NO_ROW:
-            even, odd = _tap_run(even, odd, d, d_rows[r] + j, xs, x_cols[r, t] + j, width, lo[t], hi[t])
-    simd.store(lanes, at, even)
-    simd.store(lanes, at + width, odd)
-
-
-@njit(inline="always")
-def _straddling_tap(lanes, like, width, t, slots, d, d_rows, n_rows, xs, x_cols, lo, hi, shift):
-    """``_one_tap`` for the vector that straddles each position and the one before (module
-    docstring): at position lo[t] its own channels only, then positions lo[t] + 1 .. hi[t] - 1
-    whole, then at position hi[t] position hi[t] - 1's channels only. lo[t] is the first
-    position of its lane and hi[t] - 1 the last, so both lanes keep their order."""
-    at = (t * slots + slots - _LANES) * width - shift
-    even, odd = simd.load_as(like, lanes, at), simd.load_as(like, lanes, at + width)
-    first, last = lo[t], hi[t]
-    for r in range(n_rows if first < last else 0):
-        if x_cols[r, t] == _NO_ROW:
-            continue
-        dp, xp = d_rows[r] - shift, x_cols[r, t] - shift
-        even, odd = _part_into(even, odd, d, dp, xs, xp, width, first, shift, False)
-        even, odd = _tap_run(even, odd, d, dp, xs, xp, width, first + 1, last)
-        even, odd = _part_into(even, odd, d, dp, xs, xp, width, last, shift, True)
+            even, odd = _tap_run(even, odd, d, d_rows[r] + j, xs, x_cols[r, t] + j, width, lo[t] + whole, hi[t])
     simd.store(lanes, at, even)
     simd.store(lanes, at + width, odd)
 
@@ -265,25 +228,26 @@ def _lane_rows(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, d_next, d_ne
             simd.prefetch_l2_range(d, d_next + requested * d_share, d_next + min((requested + 1) * d_share, d_next_n))
             simd.prefetch_l2_range(xs, x_next + requested * x_share, x_next + min((requested + 1) * x_share, x_next_n))
             requested += 1
+            # the straddling vector a row at a time, each row's part terms around its whole
+            # vectors; one copy of the pass for every vector (a second one makes the kernel's
+            # compile much longer: docs/performance.md)
             straddling = shift > 0 and j == 0
-            if t + _TAPS_PER_PASS <= taps:
-                # the straddling vector a row at a time, each row's part terms around its whole
-                # vectors; one copy of the pass for every vector (a second one makes the kernel's
-                # compile much longer: docs/performance.md)
-                blocks, block_rows = (n_rows, 1) if straddling else (1, n_rows)
-                for block in range(blocks):
-                    if straddling:
-                        _part_terms(lanes, width, t, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, False)
-                    _three_taps(lanes, like, width, j - shift, t, slots, d, d_rows, block * block_rows,
-                                (block + 1) * block_rows, xs, x_cols, lo, hi, 1 if straddling else 0)
-                    if straddling:
-                        _part_terms(lanes, width, t, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, True)
-            elif straddling:
-                for alone in range(t, taps):
-                    _straddling_tap(lanes, like, width, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi, shift)
-            else:
-                for alone in range(t, taps):
-                    _one_tap(lanes, like, width, j - shift, alone, slots, d, d_rows, n_rows, xs, x_cols, lo, hi)
+            blocks, block_rows = (n_rows, 1) if straddling else (1, n_rows)
+            whole = 1 if straddling else 0
+            end_tap = min(t + _TAPS_PER_PASS, taps)
+            for block in range(blocks):
+                first_row, end_row = block * block_rows, (block + 1) * block_rows
+                if straddling:
+                    _part_terms(lanes, width, t, end_tap, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, False)
+                if end_tap - t == _TAPS_PER_PASS:
+                    _three_taps(lanes, like, width, j - shift, t, slots, d, d_rows, first_row, end_row, xs, x_cols, lo,
+                                hi, whole)
+                else:  # the last one or two taps
+                    for alone in range(t, end_tap):
+                        _one_tap(lanes, like, width, j - shift, alone, slots, d, d_rows, first_row, end_row, xs,
+                                 x_cols, lo, hi, whole)
+                if straddling:
+                    _part_terms(lanes, width, t, end_tap, slots, d, d_rows, block, xs, x_cols, lo, hi, shift, True)
     # the channels past the last whole vector (none with a shift: whole lines, so whole vectors)
     _lane_rows_in_memory(lanes, width, d, d_rows, n_rows, xs, x_cols, lo, hi, vectors)
 

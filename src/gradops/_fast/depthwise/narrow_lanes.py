@@ -196,11 +196,11 @@ def _exact_taps(lanes, fw, padded_fw, d, d_rows, n_rows, width, j, x, x_rows, lo
             if x_rows[ky, r] == _NO_X:
                 continue
             for ox in range(lo[t], hi[t]):
-                at_x = x_rows[ky, r] + (ox + kx * dw) * v
+                de, at_x = simd.load_as(like, d, d_rows[r] + ox * width + j), x_rows[ky, r] + (ox + kx * dw) * v
                 if ox % 2 == 0:
-                    even = _tap_term(even, simd.load_as(like, d, d_rows[r] + ox * width + j), x, at_x)
+                    even = _tap_term(even, de, x, at_x)
                 else:
-                    odd = _tap_term(odd, simd.load_as(like, d, d_rows[r] + ox * width + j), x, at_x)
+                    odd = _tap_term(odd, de, x, at_x)
         _store_pair(lanes, at, v, even, odd)
 
 
