@@ -1,8 +1,8 @@
 """The CPU the fast kernels are generated for, as LLVM sees it.
 
 numba compiles for the host CPU, or for ``NUMBA_CPU_NAME`` with ``NUMBA_CPU_FEATURES`` when they
-are set (``gradops bench --isa avx2`` sets ``znver3`` with that CPU's own features on an AVX-512
-host). What a kernel may use depends on that target, not on the host: F16C half conversions,
+are set (``gradops bench --isa avx2`` sets an AVX2 CPU, ``bench.isa.avx2_codegen_cpu``, with that
+CPU's own features on an AVX-512 host). What a kernel may use depends on that target, not on the host: F16C half conversions,
 512-bit registers, cheap masked stores. A CPU name alone does not say which features it has, so
 each question is put to LLVM itself: a few instructions compiled for the target, and the
 assembly read back. The answers are computed once per process, on the first fast call.

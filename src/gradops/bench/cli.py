@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="per worker process")
     parser.add_argument("--isa", choices=("native", "avx2", "avx512"), default="native",
                         help="CPU tier of every contender: native (default), or avx2 on an AVX-512 host "
-                        "(numba codegen for znver3, PyTorch/oneDNN/XLA capped at AVX2)")
+                        "(numba codegen for znver3 on AMD, x86-64-v3 elsewhere; PyTorch/oneDNN/XLA capped at AVX2)")
 
 
 def selected_workloads(args: argparse.Namespace) -> tuple[str, ...]:

@@ -2,23 +2,22 @@
 
 Users run gradops on AVX2 machines (Zen 3, older Xeons) and on AVX-512 ones (Zen 4, recent Xeons).
 On an AVX-512 host the AVX2 tier is reproduced for every contender at once: numba generates code
-for a Zen 3 (``NUMBA_CPU_NAME=znver3`` with that CPU's own features, so no AVX-512), PyTorch picks
-its AVX2 kernels, oneDNN and XLA cap their instruction sets. The variables are read when each
-library loads, so they are set in the environment of the worker processes.
+for an AVX2 CPU of the host's vendor (``avx2_codegen_cpu``, with that CPU's own features, so no
+AVX-512), PyTorch picks its AVX2 kernels, oneDNN and XLA cap their instruction sets. The variables
+are read when each library loads, so they are set in the environment of the worker processes.
 """
 
 from __future__ import annotations
 
 import platform
 
-from .._cpuinfo import cpu_flags
+from .._cpuinfo import cpu_flags, cpuinfo_field
 from ..errors import GradopsError
 
 TIERS = ("native", "avx2", "avx512")
 
 _TIER_ENV: dict[str, dict[str, str]] = {
     "avx2": {
-        "NUMBA_CPU_NAME": "znver3",
         "NUMBA_CPU_FEATURES": "",  # empty: the named CPU's features, not the host's
         "ATEN_CPU_CAPABILITY": "avx2",
         "ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -26,6 +25,16 @@ _TIER_ENV: dict[str, dict[str, str]] = {
     },
     "avx512": {},
 }
+
+
+def avx2_codegen_cpu(vendor: str | None = None) -> str:
+    """The CPU that LLVM generates the AVX2 tier's code for, on a host of ``vendor`` (Linux's
+    ``vendor_id``; the host's by default). On an AMD host, a Zen 3: AMD's AVX2 core, with its own
+    tuning. Elsewhere ``x86-64-v3``, the psABI level of AVX2 (AVX2, FMA, F16C, BMI2, MOVBE), which
+    every AVX2 CPU runs: a Zen 3's features include AMD's SSE4A, whose ``movntsd`` LLVM emits for a
+    scalar non-temporal store, an instruction an Intel CPU faults on."""
+    vendor = cpuinfo_field("vendor_id") if vendor is None else vendor
+    return "znver3" if vendor == "AuthenticAMD" else "x86-64-v3"
 
 
 def host_tier(flags: set[str] | None = None) -> str:
@@ -55,4 +64,7 @@ def resolve_tier(requested: str, flags: set[str] | None = None) -> str:
 
 def tier_env(tier: str) -> dict[str, str]:
     """Environment variables that make every contender's worker run ``tier``."""
-    return dict(_TIER_ENV.get(tier, {}))
+    env = dict(_TIER_ENV.get(tier, {}))
+    if tier == "avx2":
+        env["NUMBA_CPU_NAME"] = avx2_codegen_cpu()
+    return env
