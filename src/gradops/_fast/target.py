@@ -106,37 +106,59 @@ def host_avx512() -> bool:
 # the L3 of the 8-core complex of an AMD Zen 3 / Zen 4 (shared), where the thresholds were measured.
 _TYPICAL_DATA_CACHE_BYTES = {1: 32 << 10, 2: 512 << 10}
 _TYPICAL_LAST_LEVEL_CACHE_BYTES = 32 << 20
+# The most of a shared last-level cache that the thresholds count per CPU sharing it. A server's
+# L3 serves all its cores and, in a VM, other tenants' too, while Linux lists only the VM's CPUs
+# beside it: a 2-CPU VM on an Intel Xeon reports 480 MiB, and its forward and backprop input ran
+# 2x as long with thresholds of that size as with 64 MiB's, the best of 32, 64 and 128
+# (docs/performance.md, "Decisions"). Under the cap: the 32 MiB L3 of the AMD VMs' 2 CPUs.
+_LAST_LEVEL_BYTES_PER_SHARING_CPU = 32 << 20
 _CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux: one indexN folder per cache of CPU 0
 
 
+def _cpu_count(cpu_list: str) -> int:
+    """How many CPUs a Linux CPU list names ("0-3,8,10-11": 7)."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
 @cache
-def _reported_cache_bytes() -> dict[int, int]:
-    """The data (or unified) caches of CPU 0 as Linux reports them (``_CACHES``): level -> bytes;
-    empty where it does not, or says something unreadable."""
+def _reported_caches() -> dict[int, tuple[int, int]]:
+    """The data (or unified) caches of CPU 0 as Linux reports them (``_CACHES``): level -> (bytes,
+    CPUs sharing it; 0 where Linux does not list them); empty where it does not report sizes, or
+    says something unreadable."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    sizes: dict[int, int] = {}
+    caches: dict[int, tuple[int, int]] = {}
     for index in sorted(_CACHES.glob("index[0-9]*")):
         try:
             if (index / "type").read_text().strip() == "Instruction":
                 continue
             size = (index / "size").read_text().strip()
-            sizes[int((index / "level").read_text())] = int(size[:-1]) * units[size[-1]] if size[-1] in units \
-                else int(size)
+            nbytes = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+            shared = index / "shared_cpu_list"
+            sharing = _cpu_count(shared.read_text()) if shared.exists() else 0
+            caches[int((index / "level").read_text())] = (nbytes, sharing)
         except (OSError, ValueError):
             return {}
-    return sizes
+    return caches
 
 
 def data_cache_bytes(level: int) -> int:
     """The size of one core's level-``level`` data (or unified) cache, as Linux reports it for
     CPU 0; a typical size where it does not."""
-    return _reported_cache_bytes().get(level) or _TYPICAL_DATA_CACHE_BYTES[level]
+    return _reported_caches().get(level, (0, 1))[0] or _TYPICAL_DATA_CACHE_BYTES[level]
 
 
 def last_level_cache_bytes() -> int:
     """The size of the last cache before memory (the L3 of an x86 core, shared with the cores
-    Linux lists beside it), as Linux reports it for CPU 0; a typical size where it reports no
+    Linux lists beside it), as Linux reports it for CPU 0, counted up to
+    ``_LAST_LEVEL_BYTES_PER_SHARING_CPU`` per CPU sharing it where it lists them; a typical size where it reports no
     cache beyond L1. What the thresholds of data "mostly in the caches" scale with."""
-    sizes = _reported_cache_bytes()
-    level = max(sizes, default=0)
-    return sizes[level] if level >= 2 and sizes[level] > 0 else _TYPICAL_LAST_LEVEL_CACHE_BYTES
+    caches = _reported_caches()
+    level = max(caches, default=0)
+    if level < 2 or caches[level][0] <= 0:
+        return _TYPICAL_LAST_LEVEL_CACHE_BYTES
+    nbytes, sharing = caches[level]
+    return min(nbytes, sharing * _LAST_LEVEL_BYTES_PER_SHARING_CPU) if sharing else nbytes
