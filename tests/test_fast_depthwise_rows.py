@@ -259,12 +259,14 @@ def test_pair_sums_dx_rows(monkeypatch, dtype):
                          ids=["D4-float32-5x5-M2", "D7-float16-3x3"])
 def test_prefetched_staged_rows(seed, dtype, h, w, c, k, mult, on_each_thread_count):
     """The layouts of D4 and D7 at a size where every fast path of theirs runs: a dy of 16 MiB of
-    staged rows (float16 ones converted to float32), the next row requested a share per block of
+    staged rows, more rows where the host's last-level cache makes the prefetch threshold larger
+    (float16 ones converted to float32), the next row requested a share per block of
     ``_taps_rows`` (5-tap filter rows) or per part of ``_taps9_rows`` (3x3, C = 32: the weights in
     registers), dx streamed: M = 2 sums added as they are written, or float16 rows rounded by
     ``_stream_row``. Bit for bit the documented order (float32 sums for float16, rounded once), on
     1 and 2 threads."""
     rng = np.random.default_rng(seed)
+    h *= -(-plan._PREFETCH_STAGED_BYTES // (h * w * c * mult * np.dtype(dtype).itemsize))
     dy = random_values(rng, (1, h, w, c * mult), dtype)
     f = random_values(rng, (k, k, c, mult), dtype)
     assert dy.nbytes >= plan._PREFETCH_STAGED_BYTES and dy.nbytes // mult >= simd.STREAMING_THRESHOLD_BYTES
