@@ -36,7 +36,7 @@ def test_host_target_has_the_host_cpus_features():
                                                ("generic", False, False)])
 def test_named_cpu_target_has_that_cpus_features(cpu, half, avx512):
     """NUMBA_CPU_NAME with empty NUMBA_CPU_FEATURES means that CPU's own features (bench --isa avx2
-    generates Zen 3 code this way): F16C on a Zen 3, AVX-512 only from Zen 4, neither for generic
+    generates Zen 3 or x86-64-v3 code this way): F16C on a Zen 3, AVX-512 only from Zen 4, neither for generic
     x86-64. The answers come from LLVM, not from a table."""
     if "avx2" not in _cpuinfo_flags():
         pytest.skip("not an x86 CPU with AVX2")

@@ -1,5 +1,6 @@
 """The host CPU as Linux describes it in ``/proc/cpuinfo``: one reader for the fast backend's
-host facts (``_fast.target.host_vendor``) and the benchmarks' reports (model name, flags)."""
+host facts (``_fast.target.host_vendor``) and the benchmarks' tiers and reports (vendor, model
+name, flags)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ def cpu_flags() -> set[str]:
     """The CPU's feature flags as Linux lists them (x86 ``flags``, ARM ``Features``); empty where
     there is no such line (not Linux)."""
     return set(cpuinfo_field("flags", "Features").split())
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it ("AuthenticAMD", "GenuineIntel"; "" where it does not
+    say)."""
+    return cpuinfo_field("vendor_id")
 
 
 def cpu_model() -> str:

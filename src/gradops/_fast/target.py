@@ -2,10 +2,11 @@
 
 numba compiles for the host CPU, or for ``NUMBA_CPU_NAME`` with ``NUMBA_CPU_FEATURES`` when they
 are set (``gradops bench --isa avx2`` sets an AVX2 CPU, ``bench.isa.avx2_codegen_cpu``, with that
-CPU's own features on an AVX-512 host). What a kernel may use depends on that target, not on the host: F16C half conversions,
-512-bit registers, cheap masked stores. A CPU name alone does not say which features it has, so
-each question is put to LLVM itself: a few instructions compiled for the target, and the
-assembly read back. The answers are computed once per process, on the first fast call.
+CPU's own features on an AVX-512 host). What a kernel may use depends on that target, not on the
+host: F16C half conversions, 512-bit registers, cheap masked stores. A CPU name alone does not
+say which features it has, so each question is put to LLVM itself: a few instructions compiled
+for the target, and the assembly read back. The answers are computed once per process, on the
+first fast call.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from llvmlite import binding
 
-from .._cpuinfo import cpu_flags, cpuinfo_field
+from .._cpuinfo import cpu_flags, cpu_vendor
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
@@ -91,7 +92,7 @@ def host_vendor() -> str:
     "GenuineIntel"; "" where it does not say): facts of the host's memory system, which the
     code-generation target (``gradops bench --isa``) leaves unchanged, are keyed by it (and by
     :func:`host_avx512`)."""
-    return cpuinfo_field("vendor_id")
+    return cpu_vendor()
 
 
 @cache
@@ -148,17 +149,18 @@ def _reported_caches() -> dict[int, tuple[int, int]]:
 def data_cache_bytes(level: int) -> int:
     """The size of one core's level-``level`` data (or unified) cache, as Linux reports it for
     CPU 0; a typical size where it does not."""
-    return _reported_caches().get(level, (0, 1))[0] or _TYPICAL_DATA_CACHE_BYTES[level]
+    return _reported_caches().get(level, (0, 0))[0] or _TYPICAL_DATA_CACHE_BYTES[level]
 
 
 def last_level_cache_bytes() -> int:
     """The size of the last cache before memory (the L3 of an x86 core, shared with the cores
     Linux lists beside it), as Linux reports it for CPU 0, counted up to
-    ``_LAST_LEVEL_BYTES_PER_SHARING_CPU`` per CPU sharing it where it lists them; a typical size where it reports no
-    cache beyond L1. What the thresholds of data "mostly in the caches" scale with."""
+    ``_LAST_LEVEL_BYTES_PER_SHARING_CPU`` per CPU sharing it where it lists them; a typical size
+    where it reports no cache beyond L1. What the thresholds of data "mostly in the caches" scale
+    with."""
     caches = _reported_caches()
     level = max(caches, default=0)
-    if level < 2 or caches[level][0] <= 0:
+    nbytes, sharing = caches.get(level, (0, 0))
+    if level < 2 or nbytes <= 0:
         return _TYPICAL_LAST_LEVEL_CACHE_BYTES
-    nbytes, sharing = caches[level]
     return min(nbytes, sharing * _LAST_LEVEL_BYTES_PER_SHARING_CPU) if sharing else nbytes

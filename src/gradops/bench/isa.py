@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import platform
 
-from .._cpuinfo import cpu_flags, cpuinfo_field
+from .._cpuinfo import cpu_flags, cpu_vendor
 from ..errors import GradopsError
 
 TIERS = ("native", "avx2", "avx512")
@@ -33,7 +33,7 @@ def avx2_codegen_cpu(vendor: str | None = None) -> str:
     tuning. Elsewhere ``x86-64-v3``, the psABI level of AVX2 (AVX2, FMA, F16C, BMI2, MOVBE), which
     every AVX2 CPU runs: a Zen 3's features include AMD's SSE4A, whose ``movntsd`` LLVM emits for a
     scalar non-temporal store, an instruction an Intel CPU faults on."""
-    vendor = cpuinfo_field("vendor_id") if vendor is None else vendor
+    vendor = cpu_vendor() if vendor is None else vendor
     return "znver3" if vendor == "AuthenticAMD" else "x86-64-v3"
 
 
